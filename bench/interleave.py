@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Run benchmark binaries interleaved round by round; print one table.
+
+    interleave.py [--rounds N] [--round-ms MS] [--raw] [--title TEXT]
+                  [--label NAME=TEXT]... [--ratio A/B]...  NAME=BINARY...
+
+Each BINARY is a program built on bench/harness.c. All of them are started
+in --lockstep mode, one after the other (each warms up alone, so their
+calibrations do not disturb each other). Then, for every round, each binary
+in turn runs one round: whatever the machine does meanwhile (another
+process, a frequency change) hits every binary alike instead of spoiling
+one binary's figures. The starting binary rotates from round to round.
+
+The table gives, per binary, the median of its rounds and the fastest and
+slowest round; each --ratio A/B line gives median(A) / median(B).
+--raw also prints every line the binaries printed. Standard library only.
+"""
+
+import argparse
+import statistics
+import subprocess
+import sys
+
+
+def parse_fields(line):
+    """'round name=asm ns=5' -> ('round', {'name': 'asm', 'ns': '5'})."""
+    kind, *fields = line.split()
+    return kind, dict(field.split("=", 1) for field in fields)
+
+
+class Binary:
+    """One benchmark process in lockstep mode."""
+
+    def __init__(self, name, path, round_ms):
+        self.name = name
+        self.raw = []
+        self.per_unit = []
+        self.proc = subprocess.Popen(
+            [path, "--lockstep", "--round-ms", str(round_ms)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        kind, fields = self.expect("ready")
+        self.unit = fields["unit"]
+        self.units_per_round = (int(fields["ops_per_round"])
+                                * int(fields["units_per_op"]))
+
+    def expect(self, kind):
+        """Reads the next output line, which must be of the given kind."""
+        line = self.proc.stdout.readline()
+        if not line:
+            sys.exit(f"{self.name}: exited early (status {self.proc.wait()})")
+        self.raw.append(line.rstrip("\n"))
+        got, fields = parse_fields(line)
+        if got != kind:
+            sys.exit(f"{self.name}: expected '{kind}', got: {line.strip()}")
+        return got, fields
+
+    def run_round(self):
+        """Asks for one round and records its ns per unit."""
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        _, fields = self.expect("round")
+        self.per_unit.append(float(fields["ns_per_unit"]))
+
+    def finish(self):
+        """Ends the process; it checks its own counts and says so in its
+        exit status."""
+        self.proc.stdin.close()
+        status = self.proc.wait()
+        if status != 0:
+            sys.exit(f"{self.name}: failed its final check (status {status})")
+
+    @property
+    def median(self):
+        return statistics.median(self.per_unit)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--round-ms", type=int, default=60)
+    parser.add_argument("--raw", action="store_true")
+    parser.add_argument("--title", default="Benchmark")
+    parser.add_argument("--label", action="append", default=[],
+                        metavar="NAME=TEXT")
+    parser.add_argument("--ratio", action="append", default=[],
+                        metavar="A/B")
+    parser.add_argument("binaries", nargs="+", metavar="NAME=BINARY")
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.round_ms < 1:
+        parser.error("--rounds and --round-ms must be positive")
+    for spec in args.binaries + args.label:
+        if "=" not in spec:
+            parser.error(f"expected NAME=VALUE, got '{spec}'")
+    names = [spec.split("=", 1)[0] for spec in args.binaries]
+    for ratio in args.ratio:
+        if ratio.count("/") != 1 or not set(ratio.split("/")) <= set(names):
+            parser.error(f"--ratio {ratio}: expected A/B with two of {names}")
+    return args
+
+
+def run_interleaved(binaries, rounds):
+    """Round r starts with binary r mod len(binaries), then the next ones."""
+    for r in range(rounds):
+        for i in range(len(binaries)):
+            binaries[(r + i) % len(binaries)].run_round()
+
+
+def print_table(args, binaries):
+    labels = dict(spec.split("=", 1) for spec in args.label)
+    by_name = {b.name: b for b in binaries}
+    unit = binaries[0].unit
+    units = unit + ("es" if unit.endswith(("s", "sh", "ch", "x")) else "s")
+    print(f"{args.title}: median of {args.rounds} interleaved rounds "
+          f"(each >= {args.round_ms} ms)")
+    rows = [("back-end", f"median ns/{unit}", "fastest", "slowest",
+             f"{units}/round")]
+    for b in binaries:
+        rows.append((labels.get(b.name, b.name), f"{b.median:.2f}",
+                     f"{min(b.per_unit):.2f}", f"{max(b.per_unit):.2f}",
+                     str(b.units_per_round)))
+    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
+    for row in rows:
+        cells = [row[0].ljust(widths[0])]
+        cells += [cell.rjust(w) for cell, w in zip(row[1:], widths[1:])]
+        print("  " + "  ".join(cells))
+    for ratio in args.ratio:
+        a, b = ratio.split("/", 1)
+        value = by_name[a].median / by_name[b].median
+        print(f"  {a} / {b}: {value:.2f}x")
+
+
+def main(argv):
+    args = parse_args(argv)
+    binaries = [Binary(*spec.split("=", 1), args.round_ms)
+                for spec in args.binaries]
+    run_interleaved(binaries, args.rounds)
+    for b in binaries:
+        b.finish()
+    if args.raw:
+        for b in binaries:
+            print("\n".join(b.raw))
+    print_table(args, binaries)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

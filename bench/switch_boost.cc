@@ -1,0 +1,85 @@
+/*
+ * switch_boost.cc — the baseline: the same ping-pong on Boost.Context.
+ *
+ * jump_fcontext() is Boost's hand-written switch, the lowest layer under
+ * boost::context::fiber. It is what our assembly back-end competes with.
+ * As in switch_bench.c, one context jumps back in a loop and the thread
+ * jumps into it again and again: two jumps, two switches, per round trip.
+ *
+ * The stack is ours, mmap'd like the library's (64 KiB, the default
+ * coroutine stack), so both sides switch between the same kind of memory.
+ */
+#include "harness.h"
+
+#include <boost/context/detail/fcontext.hpp>
+
+#include <sys/mman.h>
+
+#include <cstdint>
+#include <cstdio>
+
+namespace ctx = boost::context::detail;
+
+namespace {
+
+constexpr std::size_t kStackSize = 64 * 1024;
+
+// State shared by the driving thread and the context.
+struct PingPong {
+    ctx::fcontext_t coroutine; // where the next jump into the context lands
+    std::uint64_t resumes;     // counted by the thread
+    std::uint64_t yields;      // counted by the context
+};
+
+// The context's body: jump back to whoever jumped in, forever. Each jump
+// returns the jumper's context, which is where the next jump goes.
+// (A body must never return: there is nothing to return to.)
+void yielder(ctx::transfer_t from) {
+    auto *p = static_cast<PingPong *>(from.data);
+    for (;;) {
+        p->yields++;
+        from = ctx::jump_fcontext(from.fctx, nullptr);
+    }
+}
+
+// The measured operation: n round trips, 2n switches.
+void round_trips(void *arg, std::uint64_t n) {
+    auto *p = static_cast<PingPong *>(arg);
+    for (std::uint64_t i = 0; i < n; i++)
+        p->coroutine = ctx::jump_fcontext(p->coroutine, p).fctx;
+    p->resumes += n;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    void *stack = mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (stack == MAP_FAILED) {
+        std::perror("boost: mmap");
+        return 1;
+    }
+    // make_fcontext takes the top of the stack: it grows down.
+    PingPong p{};
+    p.coroutine = ctx::make_fcontext(static_cast<char *>(stack) + kStackSize,
+                                     kStackSize, yielder);
+
+    bench_spec spec{};
+    spec.name = "boost";
+    spec.unit = "switch";
+    spec.units_per_op = 2;
+    spec.run = round_trips;
+    spec.ctx = &p;
+    int status = bench_main(argc, argv, &spec);
+
+    if (p.yields != p.resumes) {
+        std::fprintf(stderr, "boost: %llu resumes but %llu yields\n",
+                     static_cast<unsigned long long>(p.resumes),
+                     static_cast<unsigned long long>(p.yields));
+        return 1;
+    }
+    // The context is suspended inside jump_fcontext with nothing on its
+    // stack that needs cleaning up, so the stack can simply be unmapped.
+    munmap(stack, kStackSize);
+    return status;
+}

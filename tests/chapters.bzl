@@ -1,0 +1,15 @@
+"""The chapters of the course, in order: the one list every macro reads.
+
+A chapter is added here when its directory lands; every suite whose concept
+it inherits then runs against it automatically.
+"""
+
+CHAPTERS = [
+    (1, "ch01_context"),
+]
+
+# The two switch back-ends: (label suffix, library target in each chapter).
+BACKENDS = [
+    ("asm", "coro"),
+    ("ucontext", "coro_ucontext"),
+]
