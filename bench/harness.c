@@ -6,10 +6,21 @@
 
 #include "harness.h"
 
+#include <fenv.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* Bazel's compilation mode (opt, fastbuild, dbg), set in BUILD. It is the
+ * mode the library under test was built in: the benchmark code itself is
+ * always -O2. */
+#ifndef BENCH_COMPILATION_MODE
+#define BENCH_COMPILATION_MODE unknown
+#endif
+#define STRINGIFY(word) #word
+#define EXPAND_AND_STRINGIFY(macro) STRINGIFY(macro)
+#define COMPILATION_MODE EXPAND_AND_STRINGIFY(BENCH_COMPILATION_MODE)
 
 #define DEFAULT_ROUNDS 9
 #define DEFAULT_ROUND_MS 60
@@ -28,8 +39,10 @@ uint64_t bench_now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Runs the operation n times; returns how long that took, in ns. */
+/* Runs the operation n times; returns how long that took, in ns. The
+ * floating-point flags are cleared first: see harness.h. */
 static uint64_t time_ops(const bench_spec *s, uint64_t n) {
+    feclearexcept(FE_ALL_EXCEPT);
     uint64_t start = bench_now_ns();
     s->run(s->ctx, n);
     return bench_now_ns() - start;
@@ -134,13 +147,20 @@ int bench_main(int argc, char **argv, const bench_spec *spec) {
     bench_options o;
     if (parse_options(argc, argv, &o) != 0)
         return 2;
+    feclearexcept(FE_ALL_EXCEPT);
+    if (spec->setup != NULL && spec->setup(spec->ctx) != 0)
+        return 1;
     uint64_t n = calibrate(spec, (uint64_t)o.round_ms * 1000000u);
-    printf("ready name=%s ops_per_round=%llu unit=%s units_per_op=%u\n",
-           spec->name, (unsigned long long)n, spec->unit, spec->units_per_op);
+    printf("ready name=%s ops_per_round=%llu unit=%s units_per_op=%u "
+           "mode=%s\n",
+           spec->name, (unsigned long long)n, spec->unit, spec->units_per_op,
+           COMPILATION_MODE);
     fflush(stdout);
     if (o.lockstep)
         run_lockstep(spec, n);
     else
         run_standalone(spec, n, o.rounds);
+    if (spec->teardown != NULL && spec->teardown(spec->ctx) != 0)
+        return 1;
     return 0;
 }

@@ -1,8 +1,8 @@
 /*
  * harness.h — the timing loop every benchmark binary shares.
  *
- * A benchmark supplies one function, "do this operation n times", and the
- * harness does the rest:
+ * A benchmark supplies one function, "do this operation n times" (plus
+ * optional set-up and tear-down), and the harness does the rest:
  *
  *   1. warm-up and calibration: run the operation with growing n until one
  *      run lasts at least the round length (default 60 ms); that n is kept
@@ -24,9 +24,11 @@
  *
  * Output lines are `key=value` fields separated by spaces:
  *
- *   ready  name=asm ops_per_round=33554432 unit=switch units_per_op=2
- *   round  name=asm index=1 ops=33554432 ns=71234567 ns_per_unit=1.061
- *   median name=asm rounds=9 ns_per_unit=1.058
+ *   ready  name=asm ops_per_round=3125660 unit=switch units_per_op=2 mode=opt
+ *   round  name=asm index=1 ops=3125660 ns=69539208 ns_per_unit=22.245
+ *   median name=asm rounds=9 ns_per_unit=22.081
+ *
+ * `mode` is Bazel's compilation mode, that of the library under test.
  */
 #ifndef BENCH_HARNESS_H
 #define BENCH_HARNESS_H
@@ -41,20 +43,40 @@ extern "C" {
  * state. It must do real, observable work (the harness cannot check). */
 typedef void (*bench_run_fn)(void *ctx, uint64_t n);
 
+/* Set-up or tear-down: returns 0, or non-zero after printing why not. */
+typedef int (*bench_step_fn)(void *ctx);
+
 /* What one benchmark measures. */
 typedef struct {
-    const char *name;      /* short name printed in every line, e.g. "asm" */
-    const char *unit;      /* what is reported per ns, e.g. "switch" */
-    unsigned units_per_op; /* units in one operation: a resume+yield = 2 */
-    bench_run_fn run;      /* the operation, n times */
-    void *ctx;             /* passed to run */
+    const char *name;       /* short name printed in every line, e.g. "asm" */
+    const char *unit;       /* what is reported per ns, e.g. "switch" */
+    unsigned units_per_op;  /* units in one operation: a resume+yield = 2 */
+    bench_step_fn setup;    /* before the first run; may be NULL */
+    bench_run_fn run;       /* the operation, n times */
+    bench_step_fn teardown; /* after the last run (checks, frees); or NULL */
+    void *ctx;              /* passed to all three */
 } bench_spec;
 
+/*
+ * Floating-point status flags, and why the harness clears them.
+ *
+ * A context switch that follows the ABI restores MXCSR, the SSE control
+ * and status register: ours and Boost's save and load all of it. MXCSR
+ * also holds sticky exception flags: one inexact division sets "precision"
+ * until someone clears it. If the thread has such a flag set and the other
+ * context does not, every switch loads a *different* MXCSR value. On the
+ * course's x86-64 machines that took Boost's jump_fcontext from ~4 ns to
+ * ~53 ns per switch. The harness computes with doubles between rounds, so
+ * without care it would measure that instead of the switch. bench_main
+ * therefore clears the flags before setup (a context made there copies the
+ * thread's MXCSR) and before every timed run.
+ */
 /* Nanoseconds of CLOCK_MONOTONIC. */
 uint64_t bench_now_ns(void);
 
 /* Parses the command line, runs the benchmark as described above and
- * returns the process exit status (0, or 2 on a bad command line). */
+ * returns the process exit status: 0; 1 if setup or teardown failed; 2 on
+ * a bad command line. */
 int bench_main(int argc, char **argv, const bench_spec *spec);
 
 #ifdef __cplusplus

@@ -40,6 +40,7 @@ class Binary:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         kind, fields = self.expect("ready")
         self.unit = fields["unit"]
+        self.mode = fields.get("mode", "unknown")
         self.units_per_round = (int(fields["ops_per_round"])
                                 * int(fields["units_per_op"]))
 
@@ -127,6 +128,10 @@ def print_table(args, binaries):
         a, b = ratio.split("/", 1)
         value = by_name[a].median / by_name[b].median
         print(f"  {a} / {b}: {value:.2f}x")
+    modes = sorted({b.mode for b in binaries})
+    if modes != ["opt"]:
+        print(f"  note: built with -c {'/'.join(modes)}, so the library "
+              "under test is not optimised; use -c opt for real figures")
 
 
 def main(argv):

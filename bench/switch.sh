@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # //bench:switch — what one context switch costs: our two back-ends
-# (assembly, ucontext) against Boost.Context's jump_fcontext, interleaved
-# round by round in one run. Extra arguments go to bench/interleave.py,
+# (assembly, ucontext), bare and through the API, against Boost.Context's
+# jump_fcontext, interleaved round by round in one run. Extra arguments go to bench/interleave.py,
 # e.g. `./tools/bazelw run -c opt //bench:switch -- --raw --rounds 15`.
 set -euo pipefail
 
@@ -12,13 +12,19 @@ if [[ ! -f bench/interleave.py ]]; then
 fi
 
 exec python3 bench/interleave.py \
-  --title "Context switch (resume+yield = 2 switches)" \
-  --label "asm=asm (ours, //ch01_context:coro)" \
-  --label "ucontext=ucontext (ours, //ch01_context:coro_ucontext)" \
-  --label "boost=Boost.Context jump_fcontext (baseline)" \
-  --ratio asm/boost \
+  --title "Context switch (a round trip = 2 switches)" \
+  --label "raw_asm=asm switch, bare (ours, context.h)" \
+  --label "boost=Boost.Context jump_fcontext, bare (baseline)" \
+  --label "raw_ucontext=ucontext switch, bare (ours, context.h)" \
+  --label "asm=asm, coro_resume + coro_yield (ours)" \
+  --label "ucontext=ucontext, coro_resume + coro_yield (ours)" \
+  --ratio raw_asm/boost \
+  --ratio raw_ucontext/raw_asm \
+  --ratio asm/raw_asm \
   --ratio ucontext/asm \
+  raw_asm=bench/switch_raw_asm \
+  boost=bench/switch_boost \
+  raw_ucontext=bench/switch_raw_ucontext \
   asm=bench/switch_asm \
   ucontext=bench/switch_ucontext \
-  boost=bench/switch_boost \
   "$@"

@@ -46,6 +46,17 @@ static void *yielder(void *arg) {
     return NULL;
 }
 
+/* Set-up: the coroutine, created suspended (it first runs in a round). */
+static int start(void *ctx) {
+    pingpong *p = ctx;
+    p->c = coro_create(yielder, p, 0);
+    if (p->c == NULL) {
+        perror(BENCH_NAME ": coro_create");
+        return 1;
+    }
+    return 0;
+}
+
 /* The measured operation: n round trips, 2n switches. */
 static void round_trips(void *ctx, uint64_t n) {
     pingpong *p = ctx;
@@ -56,8 +67,9 @@ static void round_trips(void *ctx, uint64_t n) {
     p->resumes += n;
 }
 
-/* Lets the coroutine return, checks the counts, frees it. */
-static int finish(pingpong *p) {
+/* Tear-down: let the coroutine return, check the counts, free it. */
+static int finish(void *ctx) {
+    pingpong *p = ctx;
     p->stop = 1;
     if (coro_resume(p->c) != 0 || coro_status(p->c) != CORO_DONE) {
         fprintf(stderr, "%s: the coroutine did not finish\n", BENCH_NAME);
@@ -74,19 +86,14 @@ static int finish(pingpong *p) {
 
 int main(int argc, char **argv) {
     pingpong p = {0};
-    p.c = coro_create(yielder, &p, 0);
-    if (p.c == NULL) {
-        perror(BENCH_NAME ": coro_create");
-        return 1;
-    }
     bench_spec spec = {
         .name = BENCH_NAME,
         .unit = "switch",
         .units_per_op = 2,
+        .setup = start,
         .run = round_trips,
+        .teardown = finish,
         .ctx = &p,
     };
-    int status = bench_main(argc, argv, &spec);
-    int check = finish(&p);
-    return status != 0 ? status : check;
+    return bench_main(argc, argv, &spec);
 }

@@ -26,6 +26,7 @@ constexpr std::size_t kStackSize = 64 * 1024;
 
 // State shared by the driving thread and the context.
 struct PingPong {
+    void *stack;               // kStackSize bytes, mmap'd
     ctx::fcontext_t coroutine; // where the next jump into the context lands
     std::uint64_t resumes;     // counted by the thread
     std::uint64_t yields;      // counted by the context
@@ -42,6 +43,21 @@ void yielder(ctx::transfer_t from) {
     }
 }
 
+// Set-up: a stack and a context on it, not started yet.
+int start(void *arg) {
+    auto *p = static_cast<PingPong *>(arg);
+    p->stack = mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p->stack == MAP_FAILED) {
+        std::perror("boost: mmap");
+        return 1;
+    }
+    // make_fcontext takes the top of the stack: it grows down.
+    p->coroutine = ctx::make_fcontext(
+        static_cast<char *>(p->stack) + kStackSize, kStackSize, yielder);
+    return 0;
+}
+
 // The measured operation: n round trips, 2n switches.
 void round_trips(void *arg, std::uint64_t n) {
     auto *p = static_cast<PingPong *>(arg);
@@ -50,36 +66,32 @@ void round_trips(void *arg, std::uint64_t n) {
     p->resumes += n;
 }
 
+// Tear-down: check the counts, free the stack. The context is suspended
+// inside jump_fcontext with nothing on its stack that needs cleaning up,
+// so the stack can simply be unmapped.
+int finish(void *arg) {
+    auto *p = static_cast<PingPong *>(arg);
+    munmap(p->stack, kStackSize);
+    if (p->yields != p->resumes) {
+        std::fprintf(stderr, "boost: %llu resumes but %llu yields\n",
+                     static_cast<unsigned long long>(p->resumes),
+                     static_cast<unsigned long long>(p->yields));
+        return 1;
+    }
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
-    void *stack = mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (stack == MAP_FAILED) {
-        std::perror("boost: mmap");
-        return 1;
-    }
-    // make_fcontext takes the top of the stack: it grows down.
     PingPong p{};
-    p.coroutine = ctx::make_fcontext(static_cast<char *>(stack) + kStackSize,
-                                     kStackSize, yielder);
-
     bench_spec spec{};
     spec.name = "boost";
     spec.unit = "switch";
     spec.units_per_op = 2;
+    spec.setup = start;
     spec.run = round_trips;
+    spec.teardown = finish;
     spec.ctx = &p;
-    int status = bench_main(argc, argv, &spec);
-
-    if (p.yields != p.resumes) {
-        std::fprintf(stderr, "boost: %llu resumes but %llu yields\n",
-                     static_cast<unsigned long long>(p.resumes),
-                     static_cast<unsigned long long>(p.yields));
-        return 1;
-    }
-    // The context is suspended inside jump_fcontext with nothing on its
-    // stack that needs cleaning up, so the stack can simply be unmapped.
-    munmap(stack, kStackSize);
-    return status;
+    return bench_main(argc, argv, &spec);
 }

@@ -17,17 +17,22 @@ load(":chapters.bzl", "BACKENDS", "CHAPTERS")
 
 WARNINGS = ["-Wall", "-Wextra", "-Werror"]
 
+# The suites are C++17 (GoogleTest); the libraries under test are C11.
+CXXOPTS = ["-std=c++17"]
+
 def coro_suite(name, srcs, first_chapter, deps = [], size = "small", tags = [], **kwargs):
     tests = []
     for number, directory in CHAPTERS:
         if number < first_chapter:
             continue
         for backend, library in BACKENDS:
-            test_name = "%s_on_ch%02d_%s" % (name, number, backend)
+            # Starlark has no "%02d": pad the chapter number by hand.
+            chapter = ("0%d" if number < 10 else "%d") % number
+            test_name = "%s_on_ch%s_%s" % (name, chapter, backend)
             native.cc_test(
                 name = test_name,
                 srcs = srcs,
-                copts = WARNINGS + [
+                copts = CXXOPTS + WARNINGS + [
                     "-DCORO_CHAPTER=%d" % number,
                     "-DCORO_UCONTEXT=%d" % (1 if backend == "ucontext" else 0),
                 ],

@@ -1,0 +1,330 @@
+#!/usr/bin/env bash
+# stage_diff_test — tools/stage_diff on small made-up repositories.
+#
+# Each case builds a repository of fixture chapters under $TEST_TMPDIR, all
+# copied from tools/testdata/base (a chapter full of tricky but valid C and
+# assembly), changes what the case is about, and checks what
+# `stage_diff --check` (or the diff mode) says. Run by `bazel test
+# //tools:stage_diff_test`, or by hand: tools/stage_diff_test.sh
+set -uo pipefail
+
+# --------------------------------------------------------------------------
+# Where things are
+# --------------------------------------------------------------------------
+
+if [[ -n "${TEST_SRCDIR:-}" ]]; then
+  tools="$TEST_SRCDIR/$TEST_WORKSPACE/tools"
+else
+  tools="$(cd "$(dirname "$0")" && pwd)"
+fi
+tool="$tools/stage_diff"
+base="$tools/testdata/base"
+work="${TEST_TMPDIR:-$(mktemp -d)}/stage_diff_test"
+rm -rf "$work" && mkdir -p "$work"
+
+# --------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------
+
+failures=0
+current=""
+
+# case_ NAME: start a case (its repository is $work/NAME).
+case_() {
+  current="$1"
+  repo="$work/$1"
+  mkdir -p "$repo"
+  echo "--- $1"
+}
+
+pass() { echo "PASS  $current: $*"; }
+fail() { echo "FAIL  $current: $*"; failures=$((failures + 1)); }
+
+# chapter DIR: a fresh copy of the base chapter as $repo/DIR.
+chapter() {
+  rm -rf "${repo:?}/$1"
+  cp -RL "$base" "$repo/$1"
+  chmod -R u+w "$repo/$1"
+}
+
+# lesson DIR TEXT: the chapter's README, with TEXT under "What changed".
+# Names in the sections around it must not count, so both mention `add`.
+lesson() {
+  cat > "$repo/$1/README.md" <<EOF
+# A lesson
+
+## The code walk
+
+Here we talk about add() and coro_switch, which do not count.
+
+## What changed
+
+$2
+
+## Exercises
+
+Make add() and coro_switch faster. (Not part of "What changed".)
+EOF
+}
+
+# edit FILE OLD NEW: replace the one occurrence of OLD in FILE by NEW.
+edit() {
+  python3 - "$1" "$2" "$3" <<'EOF' || fail "edit of $1 failed"
+import sys
+path, old, new = sys.argv[1:]
+text = open(path).read()
+if text.count(old) != 1:
+    sys.exit("edit: %r occurs %d times in %s" % (old, text.count(old), path))
+open(path, "w").write(text.replace(old, new))
+EOF
+}
+
+# run ARGS...: run stage_diff on $repo; sets $out and $status.
+run() {
+  out="$("$tool" --root "$repo" "$@" 2>&1)"
+  status=$?
+}
+
+expect_status() {
+  if [[ "$status" == "$1" ]]; then pass "$2 (exit $1)"
+  else fail "$2: expected exit $1, got $status"; echo "$out"; fi
+}
+
+# expect_line REGEX WHAT: some output line matches REGEX (extended).
+expect_line() {
+  if grep -Eq -- "$1" <<<"$out"; then pass "$2"
+  else fail "$2: no line matches /$1/"; echo "$out"; fi
+}
+
+# expect_no_line REGEX WHAT: no output line matches REGEX.
+expect_no_line() {
+  if grep -Eq -- "$1" <<<"$out"; then fail "$2: a line matches /$1/"; echo "$out"
+  else pass "$2"; fi
+}
+
+# The report line for one unnamed function: kind, name, file.
+unnamed() { echo "^ +$1 +$2 +[^ ]*/$3:[0-9]+$"; }
+
+# --------------------------------------------------------------------------
+# (a) identical chapters pass; one chapter passes vacuously; none is an error
+# --------------------------------------------------------------------------
+
+case_ a_identical
+chapter ch01_base
+run --check
+expect_status 0 "one chapter"
+expect_line "only one chapter" "one chapter is vacuous"
+chapter ch02_same
+rm "$repo/ch02_same/README.md"          # no lesson needed: nothing changed
+run --check
+expect_status 0 "identical chapters"
+expect_line "^ok +ch01_base -> ch02_same: no function differs" "pair reported"
+
+case_ a_empty
+run --check
+expect_status 2 "no chapter at all"
+
+# --------------------------------------------------------------------------
+# (b) a changed function that the lesson does not name fails, naming it
+# --------------------------------------------------------------------------
+
+case_ b_unlisted
+chapter ch01_base
+chapter ch02_next
+edit "$repo/ch02_next/coro.c" "return a + b;" "return b + a;"
+lesson ch02_next "pick() and add_numbers() changed."   # not add: a whole word
+run --check
+expect_status 1 "changed, not named"
+expect_line "$(unnamed changed add coro.c)" "names add, its file, 'changed'"
+expect_line "1 function\(s\) differ" "only that function"
+
+case_ b_no_section
+chapter ch01_base
+chapter ch02_next
+edit "$repo/ch02_next/coro.c" "return a + b;" "return b + a;"
+echo "# A lesson without the section" > "$repo/ch02_next/README.md"
+run --check
+expect_status 1 "changed, lesson has no section"
+expect_line 'has no "What changed" section' "says the section is missing"
+expect_line "$(unnamed changed add coro.c)" "names add"
+
+# --------------------------------------------------------------------------
+# (c) the same change, named, passes (any heading level; subsections count)
+# --------------------------------------------------------------------------
+
+case_ c_listed
+chapter ch01_base
+chapter ch02_next
+edit "$repo/ch02_next/coro.c" "return a + b;" "return b + a;"
+lesson ch02_next "\`add()\` now adds the other way round."
+run --check
+expect_status 0 "changed and named"
+expect_line "^ok +ch01_base -> ch02_next: 1 function\(s\) differ, all named" "summary"
+
+cat > "$repo/ch02_next/README.md" <<'EOF'
+# A lesson
+## Details
+### What changed since chapter 1
+Some prose.
+#### The small print
+```sh
+# What changed? (a comment in a code block is not a heading)
+```
+The order of add's operands.
+### Pitfalls
+EOF
+run --check
+expect_status 0 "named in a subsection of a level-3 section"
+
+# --------------------------------------------------------------------------
+# (d) a fix made in ch02 and not carried into ch03 fails ch02 -> ch03
+# --------------------------------------------------------------------------
+
+case_ d_not_carried
+chapter ch01_base
+chapter ch02_next
+chapter ch03_last
+edit "$repo/ch02_next/coro.c" "return a + b;" "return (int)((unsigned)a + (unsigned)b);"
+lesson ch02_next "Fixed: add() no longer overflows."
+lesson ch03_last "Only the timers: pick()."
+run --check
+expect_status 1 "fix not carried"
+expect_line "^ok +ch01_base -> ch02_next" "ch01 -> ch02 holds"
+expect_line "^FAIL +ch02_next -> ch03_last" "ch02 -> ch03 fails"
+expect_line "$(unnamed changed add coro.c)" "names add"
+cp "$repo/ch02_next/coro.c" "$repo/ch03_last/coro.c"
+run --check
+expect_status 0 "fix carried into ch03"
+
+# --------------------------------------------------------------------------
+# (e) an added and a removed function are both caught
+# --------------------------------------------------------------------------
+
+case_ e_added_removed
+chapter ch01_base
+chapter ch02_next
+cat > "$repo/ch02_next/timer.c" <<'EOF'
+#include "coro.h"
+
+int coro_sleep(unsigned long ns)
+{
+    return ns ? 0 : 22;
+}
+EOF
+edit "$repo/ch02_next/coro.c" "int last_one(void)
+{
+    return 0;
+} /* trailing */" ""
+lesson ch02_next "Nothing yet."
+run --check
+expect_status 1 "added and removed, not named"
+expect_line "$(unnamed added coro_sleep timer.c)" "names the added coro_sleep"
+expect_line "$(unnamed removed last_one coro.c)" "names the removed last_one"
+expect_line "^ +removed .* ch01_base/coro.c:[0-9]+$" "a removal points into the old chapter"
+lesson ch02_next "New: coro_sleep. Gone: last_one."
+run --check
+expect_status 0 "added and removed, named"
+
+# --------------------------------------------------------------------------
+# (f) a static function, an example and an assembly global label are caught
+# --------------------------------------------------------------------------
+
+case_ f_kinds
+chapter ch01_base
+chapter ch02_next
+edit "$repo/ch02_next/coro.c" "return '}';" "return '{';"
+edit "$repo/ch02_next/examples/hello.c" "puts(arg);" "puts((const char *)arg);"
+edit "$repo/ch02_next/switch_x86_64.S" "    pushq %rbx" "    pushq %rbx      /* saved */"
+edit "$repo/ch02_next/switch_x86_64.S" "    jmp local_label" "    jmp local_label  // again"
+lesson ch02_next "Nothing yet."
+run --check
+expect_status 1 "static, example, assembly"
+expect_line "$(unnamed changed weird_layout coro.c)" "static inline weird_layout"
+expect_line "$(unnamed changed hello examples/hello.c)" "example's static hello"
+expect_line "$(unnamed changed coro_switch switch_x86_64.S)" "global label coro_switch"
+expect_line "$(unnamed changed coro_trampoline switch_x86_64.S)" "a local label is inside coro_trampoline"
+expect_line "4 function\(s\) differ" "nothing else"
+
+case_ f_asm_outside
+chapter ch01_base
+chapter ch02_next
+edit "$repo/ch02_next/switch_x86_64.S" "part of no body" "in no function"
+run --check
+expect_status 0 "a comment after .size belongs to no function"
+
+# --------------------------------------------------------------------------
+# (g) tricky C: the exact list of functions, and changes stay where they are
+# --------------------------------------------------------------------------
+
+case_ g_tricky
+chapter ch01_base
+run --list ch01_base
+if [[ "$out" == "$(cat "$tools/testdata/base.functions")" ]]; then
+  pass "--list finds exactly the functions in testdata/base.functions"
+else
+  fail "--list differs from testdata/base.functions:"
+  diff <(echo "$out") "$tools/testdata/base.functions"
+fi
+
+# Changes outside every function: strings with braces, initialisers,
+# typedefs, macros, comments, trailing whitespace. None is a function change.
+chapter ch02_next
+f="$repo/ch02_next/coro.c"
+edit "$f" '"}{ \" } int not_a_function(void) {"' '"}{ \" } int not_a_function(void) { {"'
+edit "$f" "{ 3, 4 }," "{ 3, 5 },"
+edit "$f" "typedef int (*table_fn)(int, int);" "typedef int (*table_fn)(int a, int b);"
+edit "$f" "return value;            \\" "return value + 1;        \\"
+edit "$f" "/* A comment between functions belongs to neither. } */" "/* Changed. { */"
+edit "$f" "    return a + b;" "    return a + b;    "
+edit "$repo/ch02_next/coro.h" "#define coro_not_a_function(c) { (c); }" \
+                                "#define coro_not_a_function(c) { (void)(c); }"
+run --check
+expect_status 0 "changes outside functions are not function changes"
+
+# One change inside each of the functions after the traps: only they report.
+edit "$f" "generated(), brace_char" "generated() + 1, brace_char"
+edit "$f" "    return 0;
+} /* trailing */" "    return 1;
+} /* trailing */"
+edit "$f" "struct point p = { 1, 2 };" "struct point p = { 2, 1 };"
+edit "$f" "(void)corners; (void)scratch;" "(void)corners; /* a comment */ (void)scratch;"
+edit "$repo/ch02_next/coro.h" "return s == CORO_DONE;" "return CORO_DONE == s;"
+lesson ch02_next "after_macro_call, last_one, pick."
+run --check
+expect_status 1 "changes inside functions"
+expect_line "$(unnamed changed by_value coro.c)" "by_value (a struct returned by value)"
+expect_line "$(unnamed changed coro_is_done coro.h)" "coro_is_done (inside extern \"C\")"
+expect_line "2 function\(s\) differ" "no neighbour is blamed"
+
+# --------------------------------------------------------------------------
+# (h) the diff mode prints the changed line
+# --------------------------------------------------------------------------
+
+case_ h_diff
+chapter ch01_base
+chapter ch02_next
+run ch01_base ch02_next
+expect_status 0 "identical chapters: no diff"
+[[ -z "$out" ]] && pass "and no output" || fail "unexpected output: $out"
+edit "$repo/ch02_next/coro.c" "return a + b;" "return b + a;"
+echo "new file" > "$repo/ch02_next/NEWS"
+run ch01_base ch02_next
+expect_status 1 "chapters differ"
+expect_line "^--- ch01_base/coro.c$" "old file header"
+expect_line "^\+\+\+ ch02_next/coro.c$" "new file header"
+expect_line "^-    return a \+ b;$" "the old line"
+expect_line "^\+    return b \+ a;$" "the new line"
+expect_line "^Only in ch02_next: NEWS$" "a file only in one chapter"
+run ch01 ch02                            # unique prefixes work too
+expect_status 1 "chapters named by prefix"
+run ch01_base ch09_missing
+expect_status 2 "a missing chapter"
+
+# --------------------------------------------------------------------------
+
+echo
+if ((failures)); then
+  echo "stage_diff_test: $failures check(s) failed"
+  exit 1
+fi
+echo "stage_diff_test: all checks passed"
