@@ -16,84 +16,12 @@
  * resumed it (`resumer`), so coro_yield() knows where to go back to: the
  * chain of resumers is a stack of coroutines, the "resume chain".
  */
-#define _GNU_SOURCE
-#include "coro.h"
-#include "context.h"
+#include "coro_impl.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
-/* ── Tools that watch memory and stacks ─────────────────────────────────
- *
- * AddressSanitizer and ThreadSanitizer track "the current stack" per
- * thread; a stack switch they do not see looks to them like memory
- * corruption or a data race. Each offers a fiber API: we announce every
- * switch. Valgrind needs each stack registered once.
- */
-#if defined(__SANITIZE_ADDRESS__)
-#define CORO_ASAN 1
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define CORO_TSAN 1
-#endif
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CORO_ASAN 1
-#endif
-#if __has_feature(thread_sanitizer)
-#define CORO_TSAN 1
-#endif
-#endif
-
-#ifdef CORO_ASAN
-#include <sanitizer/common_interface_defs.h>
-#endif
-#ifdef CORO_TSAN
-#include <sanitizer/tsan_interface.h>
-#endif
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#define CORO_VALGRIND 1
-#endif
-#endif
-
-/* ── The data ─────────────────────────────────────────────────────────── */
-
-struct coro {
-    coro_context ctx;   /* saved registers while not running */
-    coro_fn fn;
-    void *arg;
-    void *result;       /* fn's return value; NULL until DONE */
-    coro_state state;
-    bool started;       /* it has run: a SUSPENDED stack may hold frames */
-    coro *resumer;      /* who resumed it; NULL = the thread's own stack.
-                           Meaningful only while RUNNING or NORMAL. */
-    const void *owner;  /* the owning thread's identity (thread_self()) */
-
-    /* The mapping: [map, map + page) is the guard, above it the stack. */
-    char *map;
-    size_t map_size;
-    size_t stack_size;  /* usable bytes: map_size - one page */
-
-#ifdef CORO_ASAN
-    void *asan_fake_stack;
-#endif
-#ifdef CORO_TSAN
-    void *tsan_fiber;
-#endif
-#ifdef CORO_VALGRIND
-    unsigned valgrind_stack_id;
-#endif
-};
+/* ── The thread ───────────────────────────────────────────────────────── */
 
 /*
  * What each thread knows. Invariant: `current` is the only coroutine of
@@ -103,7 +31,6 @@ struct coro {
 struct coro_thread {
     coro *current;          /* the running coroutine, NULL on own stack */
     coro_context native;    /* the thread's own stack, while it is away */
-    bool has_altstack;      /* an alternate signal stack is set up */
 #ifdef CORO_ASAN
     void *asan_fake_stack;
     const void *stack_bottom; /* the thread's own stack, learnt on the */
@@ -122,15 +49,6 @@ static const void *thread_self(void)
     return &this_thread;
 }
 
-static size_t page_size(void)
-{
-    static size_t cached;
-
-    if (cached == 0)
-        cached = (size_t)sysconf(_SC_PAGESIZE);
-    return cached;
-}
-
 /* ── Telling the tools about stacks and switches ─────────────────────── */
 
 static void tools_stack_created(coro *c)
@@ -140,7 +58,7 @@ static void tools_stack_created(coro *c)
 #endif
 #ifdef CORO_VALGRIND
     c->valgrind_stack_id = VALGRIND_STACK_REGISTER(
-        c->map + page_size(), c->map + c->map_size);
+        coro__stack_lo(c), c->map + c->map_size);
 #endif
     (void)c;
 }
@@ -166,7 +84,7 @@ static void tools_before_switch(struct coro_thread *t, coro *from, coro *to)
 
     if (to)
         __sanitizer_start_switch_fiber(finished ? NULL : fake,
-                                       to->map + page_size(), to->stack_size);
+                                       coro__stack_lo(to), to->stack_size);
     else
         __sanitizer_start_switch_fiber(finished ? NULL : fake,
                                        t->stack_bottom, t->stack_size);
@@ -240,174 +158,11 @@ static void coroutine_main(void *arg)
     abort(); /* a DONE coroutine is never switched back to */
 }
 
-/* ── Stacks ───────────────────────────────────────────────────────────── */
-
-/* The usable size for a request, or 0 if it cannot be represented. */
-static size_t usable_stack_size(size_t requested)
-{
-    size_t page = page_size();
-    size_t size = requested == 0 ? CORO_STACK_DEFAULT : requested;
-
-    if (size < CORO_STACK_MIN)
-        size = CORO_STACK_MIN;
-    if (size > SIZE_MAX - 2 * page)
-        return 0;
-    return (size + page - 1) / page * page;
-}
-
-/* Map guard page + stack. Returns 0 or an errno value. */
-static int stack_map(coro *c, size_t stack_size)
-{
-    size_t page = page_size();
-    size_t map_size = stack_size + page;
-    void *map = mmap(NULL, map_size, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-
-    if (map == MAP_FAILED)
-        return ENOMEM;
-    if (mprotect(map, page, PROT_NONE) != 0) {
-        int err = errno;
-        munmap(map, map_size);
-        return err;
-    }
-    c->map = map;
-    c->map_size = map_size;
-    c->stack_size = stack_size;
-    return 0;
-}
-
-static void stack_unmap(coro *c)
-{
-    munmap(c->map, c->map_size);
-}
-
-/* ── The overflow handler ─────────────────────────────────────────────── */
-
-static pthread_mutex_t overflow_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_bool overflow_installed;
-static struct sigaction previous_segv, previous_bus;
-static size_t overflow_page; /* page_size(), read safely in the handler */
-
-/* Alternate signal stacks are mmap'd (not malloc'd) and live as long as
- * their thread. A thread that already has one keeps its own. */
-static int altstack_ensure(struct coro_thread *t)
-{
-    const size_t size = 64 * 1024;
-    stack_t current, alt;
-
-    if (t->has_altstack)
-        return 0;
-    if (sigaltstack(NULL, &current) == 0 && !(current.ss_flags & SS_DISABLE)) {
-        t->has_altstack = true;
-        return 0;
-    }
-    alt.ss_sp = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (alt.ss_sp == MAP_FAILED)
-        return ENOMEM;
-    alt.ss_size = size;
-    alt.ss_flags = 0;
-    if (sigaltstack(&alt, NULL) != 0) {
-        int err = errno;
-        munmap(alt.ss_sp, size);
-        return err;
-    }
-    t->has_altstack = true;
-    return 0;
-}
-
-/* Async-signal-safe text building: no printf in a signal handler. */
-static char *put_text(char *out, const char *text)
-{
-    while (*text)
-        *out++ = *text++;
-    return out;
-}
-
-static char *put_number(char *out, uintptr_t value, unsigned base)
-{
-    char digits[3 * sizeof value]; /* 20 decimal digits fit in 24 */
-    int n = 0;
-
-    do {
-        digits[n++] = "0123456789abcdef"[value % base];
-        value /= base;
-    } while (value != 0);
-    while (n > 0)
-        *out++ = digits[--n];
-    return out;
-}
-
-static void overflow_report(const coro *c)
-{
-    char line[160];
-    char *p = line;
-
-    p = put_text(p, "coro: stack overflow in coroutine 0x");
-    p = put_number(p, (uintptr_t)c, 16);
-    p = put_text(p, " (stack ");
-    p = put_number(p, c->stack_size, 10);
-    p = put_text(p, " bytes)\n");
-    (void)!write(STDERR_FILENO, line, (size_t)(p - line));
-}
-
-static void overflow_signal(int signo, siginfo_t *info, void *ucontext)
-{
-    const coro *c = this_thread.current;
-    uintptr_t addr = (uintptr_t)info->si_addr;
-
-    (void)ucontext;
-    if (c && addr >= (uintptr_t)c->map
-          && addr < (uintptr_t)c->map + overflow_page) {
-        overflow_report(c);
-        abort();
-    }
-    /* Not a coroutine overflow: put back whatever handled this signal
-     * before us and return. The faulting instruction runs again and meets
-     * that handler (or the default action: a core dump). */
-    sigaction(signo, signo == SIGSEGV ? &previous_segv : &previous_bus, NULL);
-}
-
-int coro_overflow_handler_install(void)
-{
-    struct sigaction action;
-    int err = 0;
-
-    pthread_mutex_lock(&overflow_lock);
-    err = altstack_ensure(&this_thread);
-    if (err != 0 || atomic_load(&overflow_installed))
-        goto out;
-    overflow_page = page_size();
-    memset(&action, 0, sizeof action);
-    action.sa_sigaction = overflow_signal;
-    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&action.sa_mask);
-    if (sigaction(SIGSEGV, &action, &previous_segv) != 0 ||
-        sigaction(SIGBUS, &action, &previous_bus) != 0) {
-        err = errno;
-        goto out;
-    }
-    atomic_store(&overflow_installed, true);
-out:
-    pthread_mutex_unlock(&overflow_lock);
-    return err;
-}
-
-/* Each thread that runs coroutines needs its own alternate signal stack
- * for the handler to run on. If one cannot be had, an overflow still
- * faults; it is just not reported by name. */
-static void overflow_prepare_thread(struct coro_thread *t)
-{
-    if (!t->has_altstack && atomic_load_explicit(&overflow_installed,
-                                                 memory_order_relaxed))
-        (void)altstack_ensure(t);
-}
-
 /* ── The API ──────────────────────────────────────────────────────────── */
 
 coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
 {
-    size_t usable = usable_stack_size(stack_size);
+    size_t usable = coro__usable_stack_size(stack_size);
     coro *c;
     int err;
 
@@ -420,7 +175,7 @@ coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
         errno = ENOMEM;
         return NULL;
     }
-    err = stack_map(c, usable);
+    err = coro__stack_map(c, usable);
     if (err != 0) {
         free(c);
         errno = err;
@@ -430,10 +185,10 @@ coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
     c->arg = arg;
     c->state = CORO_SUSPENDED;
     c->owner = thread_self();
-    coro_context_make(&c->ctx, c->map + page_size(), c->stack_size,
+    coro_context_make(&c->ctx, coro__stack_lo(c), c->stack_size,
                       coroutine_main, c);
     tools_stack_created(c);
-    overflow_prepare_thread(&this_thread);
+    coro__overflow_prepare_thread();
     return c;
 }
 
@@ -451,7 +206,6 @@ int coro_resume(coro *c)
     if (c->state != CORO_SUSPENDED)
         return EBUSY; /* RUNNING or NORMAL: its stack is in use */
 
-    overflow_prepare_thread(t);
     caller = t->current;
     if (caller)
         caller->state = CORO_NORMAL;
@@ -501,7 +255,7 @@ int coro_destroy(coro *c)
         return EBUSY; /* live frames on its stack */
 
     tools_stack_destroyed(c);
-    stack_unmap(c);
+    coro__stack_unmap(c);
     free(c);
     return 0;
 }

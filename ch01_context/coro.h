@@ -188,8 +188,8 @@ int coro_destroy(coro *c);
  * calls `abort()`. Every other fault is left to the default action.
  *
  * The handler runs on an alternate signal stack (the faulting stack is
- * full). Each thread gets its own alternate stack the first time it creates
- * or resumes a coroutine after this call.
+ * full). The calling thread gets its own alternate stack now; any other
+ * thread, the first time it creates a coroutine after this call.
  *
  * @return 0 on success (also when already installed), or:
  *         - `ENOMEM`: no memory for the alternate signal stack;

@@ -1,0 +1,202 @@
+/*
+ * stack.c — where coroutine stacks come from, and what happens when one
+ * runs out.
+ *
+ *     map                map + page                        map + map_size
+ *     │ guard: PROT_NONE │ usable stack (grows down) <──── │
+ *     └──────────────────┴─────────────────────────────────┘
+ *
+ * Every stack is its own mmap: one guard page at the bottom, then the
+ * usable bytes. An overflow touches the guard page and faults; the opt-in
+ * handler below turns that fault into a message naming the coroutine.
+ */
+#define _GNU_SOURCE
+#include "coro_impl.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+size_t coro__page_size(void)
+{
+    static size_t cached;
+
+    if (cached == 0)
+        cached = (size_t)sysconf(_SC_PAGESIZE);
+    return cached;
+}
+
+/* ── Stacks ───────────────────────────────────────────────────────────── */
+
+/* The usable size for a request, or 0 if it cannot be represented. */
+size_t coro__usable_stack_size(size_t requested)
+{
+    size_t page = coro__page_size();
+    size_t size = requested == 0 ? CORO_STACK_DEFAULT : requested;
+
+    if (size < CORO_STACK_MIN)
+        size = CORO_STACK_MIN;
+    if (size > SIZE_MAX - 2 * page)
+        return 0;
+    return (size + page - 1) / page * page;
+}
+
+/* Map guard page + stack. Returns 0 or an errno value. */
+int coro__stack_map(coro *c, size_t stack_size)
+{
+    size_t page = coro__page_size();
+    size_t map_size = stack_size + page;
+    void *map = mmap(NULL, map_size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+
+    if (map == MAP_FAILED)
+        return ENOMEM;
+    if (mprotect(map, page, PROT_NONE) != 0) {
+        int err = errno;
+        munmap(map, map_size);
+        return err;
+    }
+    c->map = map;
+    c->map_size = map_size;
+    c->stack_size = stack_size;
+    return 0;
+}
+
+void coro__stack_unmap(coro *c)
+{
+    munmap(c->map, c->map_size);
+}
+
+char *coro__stack_lo(const coro *c)
+{
+    return c->map + coro__page_size();
+}
+
+/* ── The overflow handler ─────────────────────────────────────────────── */
+
+static pthread_mutex_t overflow_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool overflow_installed;
+static struct sigaction previous_segv, previous_bus;
+static size_t overflow_page; /* the page size, read safely in the handler */
+static _Thread_local bool has_altstack; /* this thread has a signal stack */
+
+/* Alternate signal stacks are mmap'd (not malloc'd) and live as long as
+ * their thread. A thread that already has one keeps its own. */
+static int altstack_ensure(void)
+{
+    const size_t size = 64 * 1024;
+    stack_t current, alt;
+
+    if (has_altstack)
+        return 0;
+    if (sigaltstack(NULL, &current) == 0 && !(current.ss_flags & SS_DISABLE)) {
+        has_altstack = true;
+        return 0;
+    }
+    alt.ss_sp = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (alt.ss_sp == MAP_FAILED)
+        return ENOMEM;
+    alt.ss_size = size;
+    alt.ss_flags = 0;
+    if (sigaltstack(&alt, NULL) != 0) {
+        int err = errno;
+        munmap(alt.ss_sp, size);
+        return err;
+    }
+    has_altstack = true;
+    return 0;
+}
+
+/* Async-signal-safe text building: no printf in a signal handler. */
+static char *put_text(char *out, const char *text)
+{
+    while (*text)
+        *out++ = *text++;
+    return out;
+}
+
+static char *put_number(char *out, uintptr_t value, unsigned base)
+{
+    char digits[3 * sizeof value]; /* 20 decimal digits fit in 24 */
+    int n = 0;
+
+    do {
+        digits[n++] = "0123456789abcdef"[value % base];
+        value /= base;
+    } while (value != 0);
+    while (n > 0)
+        *out++ = digits[--n];
+    return out;
+}
+
+static void overflow_report(const coro *c)
+{
+    char line[160];
+    char *p = line;
+
+    p = put_text(p, "coro: stack overflow in coroutine 0x");
+    p = put_number(p, (uintptr_t)c, 16);
+    p = put_text(p, " (stack ");
+    p = put_number(p, c->stack_size, 10);
+    p = put_text(p, " bytes)\n");
+    (void)!write(STDERR_FILENO, line, (size_t)(p - line));
+}
+
+static void overflow_signal(int signo, siginfo_t *info, void *ucontext)
+{
+    const coro *c = coro_self();
+    uintptr_t addr = (uintptr_t)info->si_addr;
+
+    (void)ucontext;
+    if (c && addr >= (uintptr_t)c->map
+          && addr < (uintptr_t)c->map + overflow_page) {
+        overflow_report(c);
+        abort();
+    }
+    /* Not a coroutine overflow: put back whatever handled this signal
+     * before us and return. The faulting instruction runs again and meets
+     * that handler (or the default action: a core dump). */
+    sigaction(signo, signo == SIGSEGV ? &previous_segv : &previous_bus, NULL);
+}
+
+int coro_overflow_handler_install(void)
+{
+    struct sigaction action;
+    int err = 0;
+
+    pthread_mutex_lock(&overflow_lock);
+    err = altstack_ensure();
+    if (err != 0 || atomic_load(&overflow_installed))
+        goto out;
+    overflow_page = coro__page_size();
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = overflow_signal;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    if (sigaction(SIGSEGV, &action, &previous_segv) != 0 ||
+        sigaction(SIGBUS, &action, &previous_bus) != 0) {
+        err = errno;
+        goto out;
+    }
+    atomic_store(&overflow_installed, true);
+out:
+    pthread_mutex_unlock(&overflow_lock);
+    return err;
+}
+
+/* Each thread that runs coroutines needs its own alternate signal stack
+ * for the handler to run on. If one cannot be had, an overflow still
+ * faults; it is just not reported by name. */
+void coro__overflow_prepare_thread(void)
+{
+    if (!has_altstack && atomic_load_explicit(&overflow_installed,
+                                                 memory_order_relaxed))
+        (void)altstack_ensure();
+}
