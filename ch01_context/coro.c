@@ -58,7 +58,7 @@ static void tools_stack_created(coro *c)
 #endif
 #ifdef CORO_VALGRIND
     c->valgrind_stack_id = VALGRIND_STACK_REGISTER(
-        coro__stack_lo(c), c->map + c->map_size);
+        c->stack_lo, c->stack_lo + c->stack_size);
 #endif
     (void)c;
 }
@@ -84,7 +84,7 @@ static void tools_before_switch(struct coro_thread *t, coro *from, coro *to)
 
     if (to)
         __sanitizer_start_switch_fiber(finished ? NULL : fake,
-                                       coro__stack_lo(to), to->stack_size);
+                                       to->stack_lo, to->stack_size);
     else
         __sanitizer_start_switch_fiber(finished ? NULL : fake,
                                        t->stack_bottom, t->stack_size);
@@ -185,7 +185,7 @@ coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
     c->arg = arg;
     c->state = CORO_SUSPENDED;
     c->owner = thread_self();
-    coro_context_make(&c->ctx, coro__stack_lo(c), c->stack_size,
+    coro_context_make(&c->ctx, c->stack_lo, c->stack_size,
                       coroutine_main, c);
     tools_stack_created(c);
     coro__overflow_prepare_thread();

@@ -61,10 +61,12 @@ struct coro {
                            Meaningful only while RUNNING or NORMAL. */
     const void *owner;  /* the owning thread's identity (thread_self()) */
 
-    /* The mapping: [map, map + page) is the guard, above it the stack. */
+    /* The mapping: [map, map + page) is the guard, above it the stack,
+     * [stack_lo, stack_lo + stack_size). */
     char *map;
     size_t map_size;
-    size_t stack_size;  /* usable bytes: map_size - one page */
+    char *stack_lo;
+    size_t stack_size;
 
 #ifdef CORO_ASAN
     void *asan_fake_stack;
@@ -85,15 +87,12 @@ size_t coro__page_size(void);
 /* The usable stack size for a coro_create() request, or 0 if too large. */
 size_t coro__usable_stack_size(size_t requested);
 
-/* Map guard page + stack for `c` (sets map, map_size, stack_size).
- * Returns 0 or an errno value. */
+/* Map guard page + stack for `c` (sets map, map_size, stack_lo and
+ * stack_size). Returns 0 or an errno value. */
 int coro__stack_map(coro *c, size_t stack_size);
 
 /* Unmap `c`'s guard page and stack. */
 void coro__stack_unmap(coro *c);
-
-/* The lowest usable byte of `c`'s stack (just above the guard page). */
-char *coro__stack_lo(const coro *c);
 
 /* After coro_overflow_handler_install(), give the calling thread an
  * alternate signal stack if it has none. Cheap when there is nothing to do. */

@@ -64,6 +64,7 @@ int coro__stack_map(coro *c, size_t stack_size)
     }
     c->map = map;
     c->map_size = map_size;
+    c->stack_lo = (char *)map + page;
     c->stack_size = stack_size;
     return 0;
 }
@@ -71,11 +72,6 @@ int coro__stack_map(coro *c, size_t stack_size)
 void coro__stack_unmap(coro *c)
 {
     munmap(c->map, c->map_size);
-}
-
-char *coro__stack_lo(const coro *c)
-{
-    return c->map + coro__page_size();
 }
 
 /* ── The overflow handler ─────────────────────────────────────────────── */
