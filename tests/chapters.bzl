@@ -6,6 +6,7 @@ it inherits then runs against it automatically.
 
 CHAPTERS = [
     (1, "ch01_context"),
+    (2, "ch02_scheduler"),
 ]
 
 # The two switch back-ends: (label suffix, library target in each chapter).
