@@ -2,7 +2,8 @@
 """Run benchmark binaries interleaved round by round; print one table.
 
     interleave.py [--rounds N] [--round-ms MS] [--raw] [--title TEXT]
-                  [--label NAME=TEXT]... [--ratio A/B]...  NAME=BINARY...
+                  [--row-header TEXT] [--label NAME=TEXT]... [--ratio A/B]...
+                  NAME=BINARY...
 
 Each BINARY is a program built on bench/harness.c. All of them are started
 in --lockstep mode, one after the other (each warms up alone, so their
@@ -13,7 +14,10 @@ one binary's figures. The starting binary rotates from round to round.
 
 The table gives, per binary, the median of its rounds and the fastest and
 slowest round; each --ratio A/B line gives median(A) / median(B).
---raw also prints every line the binaries printed. Standard library only.
+When the binaries report different units (ns per switch, per coroutine,
+per thread), the table says each row's unit. --row-header names the first
+column (default "back-end"); --raw also prints every line the binaries
+printed. Standard library only.
 """
 
 import argparse
@@ -81,6 +85,7 @@ def parse_args(argv):
     parser.add_argument("--round-ms", type=int, default=60)
     parser.add_argument("--raw", action="store_true")
     parser.add_argument("--title", default="Benchmark")
+    parser.add_argument("--row-header", default="back-end")
     parser.add_argument("--label", action="append", default=[],
                         metavar="NAME=TEXT")
     parser.add_argument("--ratio", action="append", default=[],
@@ -106,23 +111,39 @@ def run_interleaved(binaries, rounds):
             binaries[(r + i) % len(binaries)].run_round()
 
 
+def plural(unit):
+    return unit + ("es" if unit.endswith(("s", "sh", "ch", "x")) else "s")
+
+
 def print_table(args, binaries):
     labels = dict(spec.split("=", 1) for spec in args.label)
     by_name = {b.name: b for b in binaries}
-    unit = binaries[0].unit
-    units = unit + ("es" if unit.endswith(("s", "sh", "ch", "x")) else "s")
     print(f"{args.title}: median of {args.rounds} interleaved rounds "
           f"(each >= {args.round_ms} ms)")
-    rows = [("back-end", f"median ns/{unit}", "fastest", "slowest",
-             f"{units}/round")]
-    for b in binaries:
-        rows.append((labels.get(b.name, b.name), f"{b.median:.2f}",
-                     f"{min(b.per_unit):.2f}", f"{max(b.per_unit):.2f}",
-                     str(b.units_per_round)))
+    if len({b.unit for b in binaries}) == 1:
+        # One unit: it goes in the header.
+        unit = binaries[0].unit
+        rows = [(args.row_header, f"median ns/{unit}", "fastest", "slowest",
+                 f"{plural(unit)}/round")]
+        for b in binaries:
+            rows.append((labels.get(b.name, b.name), f"{b.median:.2f}",
+                         f"{min(b.per_unit):.2f}", f"{max(b.per_unit):.2f}",
+                         str(b.units_per_round)))
+    else:
+        # Several units: each row says its own.
+        rows = [(args.row_header, "ns per", "median", "fastest", "slowest",
+                 "per round")]
+        for b in binaries:
+            rows.append((labels.get(b.name, b.name), b.unit,
+                         f"{b.median:.2f}", f"{min(b.per_unit):.2f}",
+                         f"{max(b.per_unit):.2f}",
+                         f"{b.units_per_round} {plural(b.unit)}"))
+    # Text columns (the name, and the unit if any) left, numbers right.
+    text_columns = 1 if len(rows[0]) == 5 else 2
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
     for row in rows:
-        cells = [row[0].ljust(widths[0])]
-        cells += [cell.rjust(w) for cell, w in zip(row[1:], widths[1:])]
+        cells = [cell.ljust(w) if c < text_columns else cell.rjust(w)
+                 for c, (cell, w) in enumerate(zip(row, widths))]
         print("  " + "  ".join(cells))
     for ratio in args.ratio:
         a, b = ratio.split("/", 1)

@@ -7,6 +7,7 @@ it inherits then runs against it automatically.
 CHAPTERS = [
     (1, "ch01_context"),
     (2, "ch02_scheduler"),
+    (3, "ch03_timers"),
 ]
 
 # The two switch back-ends: (label suffix, library target in each chapter).

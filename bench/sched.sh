@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# //bench:sched — what the scheduler costs: a yield through the pump (ns per
+# switch; one yield = pump -> coroutine -> pump = 2 switches), and a
+# short-lived coroutine, coro_go + coro_sched_run + finish (ns per
+# coroutine), beside pthread_create + pthread_join (ns per thread), with
+# the bare switch and the manual coro_resume ping-pong for reference, all
+# interleaved round by round in one run. Extra arguments go to
+# bench/interleave.py, e.g. `./tools/bazelw run -c opt //bench:sched -- --rounds 15`.
+set -euo pipefail
+
+# Paths below are relative to the runfiles root. `bazel run` starts us
+# there, and so does //bench:all (its runfiles hold the same paths).
+if [[ ! -f bench/interleave.py ]]; then
+  cd "${RUNFILES_DIR:-$0.runfiles}/coro_course"
+fi
+
+exec python3 bench/interleave.py \
+  --title "Scheduler (a yield = 2 switches; go+run = coro_go + coro_sched_run + finish)" \
+  --row-header "case" \
+  --label "raw_asm=bare switch (context.h, reference)" \
+  --label "resume=coro_resume + coro_yield, no scheduler" \
+  --label "yield1=scheduled yield, 1 coroutine, coro_sched_run" \
+  --label "yield100=scheduled yield, 100 coroutines, coro_sched_run" \
+  --label "yield1_step=scheduled yield, 1 coroutine, coro_sched_step" \
+  --label "yield1_ucontext=scheduled yield, 1 coroutine, ucontext back-end" \
+  --label "go1=go + run, 1 per run, guarded stacks" \
+  --label "go1_dense=go + run, 1 per run, dense stacks" \
+  --label "go100=go + run, 100 per run, guarded stacks" \
+  --label "go100_dense=go + run, 100 per run, dense stacks" \
+  --label "pthread=pthread_create + pthread_join (baseline)" \
+  --ratio yield1/raw_asm \
+  --ratio yield1/resume \
+  --ratio yield100/yield1 \
+  --ratio yield1_ucontext/yield1 \
+  --ratio go1/pthread \
+  --ratio go1_dense/pthread \
+  --ratio go100/pthread \
+  --ratio go100_dense/pthread \
+  raw_asm=bench/sched_raw_asm \
+  resume=bench/sched_resume_asm \
+  yield1=bench/sched_yield1 \
+  yield100=bench/sched_yield100 \
+  yield1_step=bench/sched_yield1_step \
+  yield1_ucontext=bench/sched_yield1_ucontext \
+  go1=bench/sched_go1 \
+  go1_dense=bench/sched_go1_dense \
+  go100=bench/sched_go100 \
+  go100_dense=bench/sched_go100_dense \
+  pthread=bench/thread_create \
+  "$@"
