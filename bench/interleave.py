@@ -148,7 +148,10 @@ def print_table(args, binaries):
     for ratio in args.ratio:
         a, b = ratio.split("/", 1)
         value = by_name[a].median / by_name[b].median
-        print(f"  {a} / {b}: {value:.2f}x")
+        if value >= 0.1:
+            print(f"  {a} / {b}: {value:.2f}x")
+        else:  # far below 1: say how many times faster, too
+            print(f"  {a} / {b}: {value:.2g}x (1/{1 / value:.0f})")
     modes = sorted({b.mode for b in binaries})
     if modes != ["opt"]:
         print(f"  note: built with -c {'/'.join(modes)}, so the library "
