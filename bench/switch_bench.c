@@ -7,8 +7,10 @@
  *
  * The same source is linked against each switch back-end (see BUILD):
  * `switch_asm` against //ch01_context:coro, `switch_ucontext` against
- * //ch01_context:coro_ucontext. BENCH_BACKEND says which one this binary
- * is (a bare word, -DBENCH_BACKEND=asm, turned into a string here).
+ * //ch01_context:coro_ucontext; and `sched_resume_asm` against the
+ * scheduler chapter's library, a reference row of //bench:sched.
+ * BENCH_BACKEND says which one this binary is (a bare word,
+ * -DBENCH_BACKEND=asm, turned into a string here).
  *
  * Nothing here can be optimised away: coro_resume() and coro_yield() live
  * in another translation unit, and the coroutine's yield count is checked

@@ -9,7 +9,8 @@
  *
  * Linked against each back-end (see BUILD): `switch_raw_asm` against
  * //ch01_context:context_asm, `switch_raw_ucontext` against
- * //ch01_context:context_ucontext.
+ * //ch01_context:context_ucontext; and `sched_raw_asm` against the
+ * scheduler chapter's context_asm, a reference row of //bench:sched.
  */
 #define _DEFAULT_SOURCE
 #include "context.h"

@@ -404,11 +404,12 @@ int coro_sched_set_stack_size(coro_sched *s, size_t stack_size);
  * Dense stacks are carved side by side from large mappings (regions) of
  * many stacks each, with no guard pages: a million suspended coroutines
  * fit. What is given up: an overflow is no longer stopped by a fault. It
- * runs into the neighbouring coroutine's stack. The library writes a canary
- * word at the bottom of every dense stack and checks it each time the
- * coroutine is switched out; a damaged canary aborts with a message, but by
- * then the neighbour may already be corrupt. Use dense stacks only for code
- * whose stack depth you know.
+ * runs into the neighbouring coroutine's stack. The lowest 16 bytes of
+ * every dense stack are a canary that must stay zero (as mapped); the
+ * library checks it each time the coroutine is switched out, and a damaged
+ * canary aborts with a message — but by then the neighbour may already be
+ * corrupt, and an overflow that writes zeros there, or jumps past it, is
+ * not seen. Use dense stacks only for code whose stack depth you know.
  *
  * Must be called before the scheduler creates its first coroutine.
  *

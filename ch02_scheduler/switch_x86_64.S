@@ -36,7 +36,6 @@
 
         .text
         .globl  coro_context_switch
-        .hidden coro_context_switch
         .type   coro_context_switch, @function
         .p2align 4
 coro_context_switch:
@@ -72,7 +71,6 @@ coro_context_switch:
  * is 16-byte aligned at this point, as the ABI requires before a call.
  */
         .globl  coro_context_start
-        .hidden coro_context_start
         .type   coro_context_start, @function
         .p2align 4
 coro_context_start:

@@ -148,8 +148,8 @@ void coro__overflow_prepare_thread(void);
 coro_dense *coro__dense_create(size_t stack_size);
 
 /* Carve the next stack from `d` for `c` (sets stack_lo, stack_size; map
- * stays NULL) and write its canary. Returns 0 or ENOMEM. Stacks are never
- * given back one by one: a finished coroutine keeps its stack for reuse. */
+ * stays NULL). Returns 0 or ENOMEM. Stacks are never given back one by
+ * one: a finished coroutine keeps its stack for reuse. */
 int coro__dense_carve(coro_dense *d, coro *c);
 
 /* Whether any stack has been carved from `d`. */
@@ -158,7 +158,8 @@ bool coro__dense_used(const coro_dense *d);
 /* Unmap every region of `d` and free it. */
 void coro__dense_destroy(coro_dense *d);
 
-/* A dense stack's canary is intact (always true for a guarded stack). */
+/* A dense stack's canary (its lowest bytes, still zero) is intact. Only
+ * for dense stacks (map == NULL). */
 bool coro__stack_canary_intact(const coro *c);
 
 /* Write the overflow message for `c` and abort(). Async-signal-safe. */

@@ -27,7 +27,6 @@
 
         .text
         .globl  coro_context_switch
-        .hidden coro_context_switch
         .type   coro_context_switch, %function
         .p2align 4
 coro_context_switch:
@@ -67,7 +66,6 @@ coro_context_switch:
  * with the entry function in x20 and its argument in x19.
  */
         .globl  coro_context_start
-        .hidden coro_context_start
         .type   coro_context_start, %function
         .p2align 4
 coro_context_start:

@@ -8,6 +8,7 @@ CHAPTERS = [
     (1, "ch01_context"),
     (2, "ch02_scheduler"),
     (3, "ch03_timers"),
+    (4, "ch04_threads"),
 ]
 
 # The two switch back-ends: (label suffix, library target in each chapter).

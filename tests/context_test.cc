@@ -15,7 +15,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -205,7 +204,7 @@ TEST(Stack, LargeLocalsFitInTheDefaultStack) {
 // A new coroutine's stack is aligned as the ABI requires at a call (16
 // bytes on x86-64 and AArch64): printf of a double uses aligned SSE stores
 // on x86-64 and would crash on a misaligned stack.
-NOINLINE std::uintptr_t CallersFrame() {
+NOINLINE std::uintptr_t CurrentFrame() {
   return reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
 }
 
@@ -216,10 +215,10 @@ struct AlignmentSeen {
 
 void* CheckAlignment(void* arg) {
   auto* seen = static_cast<AlignmentSeen*>(arg);
-  seen->frame = CallersFrame();
+  seen->frame = CurrentFrame();
   std::snprintf(seen->text, sizeof seen->text, "%.3f", 2.5);
   EXPECT_EQ(coro_yield(), 0);
-  seen->frame = CallersFrame();  // and again after a switch back in
+  seen->frame = CurrentFrame();  // and again after a switch back in
   return nullptr;
 }
 
@@ -878,9 +877,14 @@ TEST(Nesting, ChainOfMoreThanAHundredResumesAndUnwinds) {
 // register across any call, including a call that switches coroutines; the
 // switch must hand each side back exactly its own. The assembly helper below
 // loads a distinct value into every callee-saved register, calls fn(arg),
-// and returns a bit mask of the registers that came back changed (0: none).
-extern "C" unsigned coro_test_call_with_canaries(void (*fn)(void*), void* arg,
-                                                 std::uint64_t salt);
+// stores fn's return value in *rc, and returns a bit mask of the registers
+// that came back changed (0: none).
+//
+// fn is a one-line wrapper around coro_resume / coro_yield, so nothing
+// between the helper and the switch saves and restores these registers on
+// the switch's behalf (in an unoptimised build).
+extern "C" unsigned coro_test_call_with_canaries(int (*fn)(void*), void* arg,
+                                                 std::uint64_t salt, int* rc);
 
 #if defined(__x86_64__)
 // x86-64 System V: rbx, rbp, r12-r15 (the stack pointer is checked by the
@@ -902,12 +906,17 @@ asm(".text\n\t"
     "coro_test_call_with_canaries:\n\t"
     "pushq %rbp\n\tpushq %rbx\n\tpushq %r12\n\t"
     "pushq %r13\n\tpushq %r14\n\tpushq %r15\n\t"
-    "pushq %rdx\n\t"  // the salt; 7 pushes leave rsp 16-byte aligned
+    "pushq %rdx\n\t"       // the salt
+    "pushq %rcx\n\t"       // rc
+    "subq $8, %rsp\n\t"    // 16-byte alignment for the call
     "movq %rdi, %rax\n\t"
     "movq %rsi, %rdi\n\t"
     "leaq 1(%rdx), %rbx\n\tleaq 2(%rdx), %rbp\n\tleaq 3(%rdx), %r12\n\t"
     "leaq 4(%rdx), %r13\n\tleaq 5(%rdx), %r14\n\tleaq 6(%rdx), %r15\n\t"
     "callq *%rax\n\t"
+    "addq $8, %rsp\n\t"
+    "popq %rcx\n\t"
+    "movl %eax, (%rcx)\n\t"
     "popq %rdx\n\t"
     "xorl %eax, %eax\n\t"
     CHECK_REG(0, rbx) CHECK_REG(1, rbp) CHECK_REG(2, r12)
@@ -947,7 +956,7 @@ asm(".text\n\t"
     "stp x27, x28, [sp, #80]\n\tstp d8, d9, [sp, #96]\n\t"
     "stp d10, d11, [sp, #112]\n\tstp d12, d13, [sp, #128]\n\t"
     "stp d14, d15, [sp, #144]\n\t"
-    "str x2, [sp, #160]\n\t"  // the salt
+    "stp x2, x3, [sp, #160]\n\t"  // the salt and rc
     "mov x9, x0\n\t"
     "mov x0, x1\n\t"
     SET_X(0, x19) SET_X(1, x20) SET_X(2, x21) SET_X(3, x22) SET_X(4, x23)
@@ -956,7 +965,8 @@ asm(".text\n\t"
     SET_D(11, d8) SET_D(12, d9) SET_D(13, d10) SET_D(14, d11)
     SET_D(15, d12) SET_D(16, d13) SET_D(17, d14) SET_D(18, d15)
     "blr x9\n\t"
-    "ldr x2, [sp, #160]\n\t"
+    "ldp x2, x3, [sp, #160]\n\t"
+    "str w0, [x3]\n\t"
     "mov w0, #0\n\t"
     CHECK_X(0, x19) CHECK_X(1, x20) CHECK_X(2, x21) CHECK_X(3, x22)
     CHECK_X(4, x23) CHECK_X(5, x24) CHECK_X(6, x25) CHECK_X(7, x26)
@@ -994,29 +1004,38 @@ constexpr std::uint64_t kMainSalt = 0x1111000000000000ull;
 constexpr std::uint64_t kMainSalt2 = 0x2222000000000000ull;
 constexpr std::uint64_t kCoroutineSalt = 0x3333000000000000ull;
 
-void YieldFromHelper(void*) { EXPECT_EQ(coro_yield(), 0); }
-void ResumeFromHelper(void* c) {
-  EXPECT_EQ(coro_resume(static_cast<coro*>(c)), 0);
-}
+int ResumeIt(void* c) { return coro_resume(static_cast<coro*>(c)); }
+int YieldIt(void*) { return coro_yield(); }
+
+struct CanaryResult {
+  unsigned mask = ~0u;
+  int yield_rc = -1;
+};
 
 void* CanaryBody(void* arg) {
   // Loads its own canaries, yields to main, and, once resumed, checks them.
-  *static_cast<unsigned*>(arg) =
-      coro_test_call_with_canaries(YieldFromHelper, nullptr, kCoroutineSalt);
+  auto* out = static_cast<CanaryResult*>(arg);
+  out->mask =
+      coro_test_call_with_canaries(YieldIt, nullptr, kCoroutineSalt, &out->yield_rc);
   return nullptr;
 }
 
 TEST(Switch, CalleeSavedRegistersSurvive) {
-  unsigned coroutine_mask = ~0u;
-  coro* c = coro_create(CanaryBody, &coroutine_mask, 0);
+  CanaryResult inside;
+  coro* c = coro_create(CanaryBody, &inside, 0);
   ASSERT_NE(c, nullptr);
+  int rc = -1;
   // Main -> coroutine (starts, loads its canaries, yields) -> main.
-  unsigned main_mask = coro_test_call_with_canaries(ResumeFromHelper, c, kMainSalt);
-  EXPECT_EQ(main_mask, 0u) << "resumer lost:" << Registers(main_mask);
+  unsigned mask = coro_test_call_with_canaries(ResumeIt, c, kMainSalt, &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(mask, 0u) << "resumer lost:" << Registers(mask);
   // Main -> coroutine (checks its canaries, returns) -> main.
-  main_mask = coro_test_call_with_canaries(ResumeFromHelper, c, kMainSalt2);
-  EXPECT_EQ(main_mask, 0u) << "resumer lost:" << Registers(main_mask);
-  EXPECT_EQ(coroutine_mask, 0u) << "coroutine lost:" << Registers(coroutine_mask);
+  rc = -1;
+  mask = coro_test_call_with_canaries(ResumeIt, c, kMainSalt2, &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(mask, 0u) << "resumer lost:" << Registers(mask);
+  EXPECT_EQ(inside.yield_rc, 0);
+  EXPECT_EQ(inside.mask, 0u) << "coroutine lost:" << Registers(inside.mask);
   EXPECT_EQ(coro_status(c), CORO_DONE);
   EXPECT_EQ(coro_destroy(c), 0);
 }
@@ -1549,7 +1568,7 @@ TEST_F(CreateDeathTest, StackThatCannotBeMappedIsEnomem) {
 // Asks ASan which stack it believes is running, by announcing a "switch" to
 // nowhere, reading back the bounds it had, and switching back to them.
 bool AsanSeesTheRunningStack() {
-  const std::uintptr_t here = CallersFrame();
+  const std::uintptr_t here = CurrentFrame();
   void* fake_stack = nullptr;
   const void* bottom = nullptr;
   std::size_t size = 0;

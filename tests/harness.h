@@ -23,6 +23,9 @@
 #include <sstream>
 #include <string>
 
+#if __cplusplus < 201703L
+#error "the suites are C++17: build them with coro_suite (tests/suite.bzl)"
+#endif
 #ifndef CORO_CHAPTER
 #error "CORO_CHAPTER must be defined (coro_suite in tests/suite.bzl does it)"
 #endif

@@ -1,0 +1,2136 @@
+// scheduler_test.cc — the contract of the scheduler: a ready queue of
+// coroutines and posts, a pump that runs them, priorities, and stacks that
+// scale (a cache of finished stacks, and dense stacks).
+//
+// This suite is chapter 2's concept. It runs against chapter 2 and every
+// later chapter, on both switch back-ends (see tests/suite.bzl), so every
+// later stage keeps every promise made here.
+//
+// Reading guide: each TEST checks one promise of coro.h / SPEC.md, named as
+// TEST(Function, WhatItPromises). Most tests queue a few coroutines and
+// posts that append what they do to a log ("A1" is coroutine A's first
+// step, "P" a post), pump, and compare the log with the order the contract
+// predicts, written out in full.
+#include <errno.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coro.h"
+#include "harness.h"
+
+namespace {
+
+using coro_test::CountMappings;
+using coro_test::Iterations;
+using coro_test::PageSize;
+
+#define NOINLINE __attribute__((noinline))
+
+constexpr std::size_t KiB = 1024;
+
+// ---------------------------------------------------------------------------
+// The log, and the small coroutine bodies and posts most tests use.
+
+using Log = std::vector<std::string>;
+
+// "A1 P B1": the log as one line, so a wrong order reads at a glance.
+std::string Join(const Log& log) {
+  std::string line;
+  for (const std::string& entry : log) {
+    if (!line.empty()) line += ' ';
+    line += entry;
+  }
+  return line;
+}
+
+// A coroutine that logs "<name><step>" at every step (1, 2, ...), yields
+// `yields` times between steps, then returns `result`. `on_step`, if set,
+// runs at each step just after the log entry (before the yield).
+struct Task {
+  std::string name;
+  int yields = 0;
+  Log* log = nullptr;
+  std::function<void(Task*, int step)> on_step;
+  void* result = nullptr;
+};
+
+void* TaskBody(void* arg) {
+  auto* t = static_cast<Task*>(arg);
+  for (int step = 1;; ++step) {
+    t->log->push_back(t->name + std::to_string(step));
+    if (t->on_step) t->on_step(t, step);
+    if (step > t->yields) return t->result;
+    EXPECT_EQ(coro_yield(), 0) << t->name;
+  }
+}
+
+// A post that logs its name and runs `then`, if set.
+struct Note {
+  std::string name;
+  Log* log = nullptr;
+  std::function<void(coro_sched*)> then;
+};
+
+void NotePost(coro_sched* s, void* arg) {
+  auto* n = static_cast<Note*>(arg);
+  n->log->push_back(n->name);
+  if (n->then) n->then(s);
+}
+
+// A post that counts its runs in an int.
+void CountPost(coro_sched*, void* arg) { ++*static_cast<int*>(arg); }
+
+// A coroutine that returns at once.
+void* ReturnArg(void* arg) { return arg; }
+
+// A coroutine that yields once, then returns its argument.
+void* YieldOnceThenReturnArg(void* arg) {
+  EXPECT_EQ(coro_yield(), 0);
+  return arg;
+}
+
+// Runs `fn` inside a coroutine of `s` and pumps `s` until it is done.
+void InACoroutineOf(coro_sched* s, std::function<void()> fn) {
+  ASSERT_EQ(coro_go(
+                s,
+                [](void* arg) -> void* {
+                  (*static_cast<std::function<void()>*>(arg))();
+                  return nullptr;
+                },
+                &fn),
+            0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+}
+
+// Runs `fn` in a post of `s` and pumps `s` until it is done.
+void InAPostOf(coro_sched* s, std::function<void()> fn) {
+  ASSERT_EQ(coro_post(
+                s,
+                [](coro_sched*, void* arg) {
+                  (*static_cast<std::function<void()>*>(arg))();
+                },
+                &fn),
+            0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+}
+
+// Runs `fn` on a thread of its own and waits for it.
+void OnAnotherThread(std::function<void()> fn) { std::thread(fn).join(); }
+
+// How many coroutines a stress test should start: `n` in a normal run (and
+// under AddressSanitizer and UBSan, which keep up). Fewer under the tools
+// that pay per coroutine started, where `n` would blow the time budget:
+// - Valgrind runs every instruction some 50 times slower: a tenth.
+// - ThreadSanitizer gives every coroutine a fiber of its own, and a reused
+//   stack a fresh one (tools_stack_reused); creating a fiber costs it about
+//   a millisecond and at most 8,128 may exist at once: a fiftieth.
+long Coroutines(long n) {
+  if (coro_test::kThreadSanitizer) return n / 50;
+  return Iterations(n);
+}
+
+NOINLINE std::uintptr_t FrameAddress() {
+  return reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+}
+
+// ===========================================================================
+// coro_sched_create, coro_sched_create_limit
+// ===========================================================================
+
+// A new scheduler has nothing alive and nothing ready: run returns 0 at
+// once, step runs nothing, and it can be destroyed.
+TEST(SchedCreate, StartsEmpty) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(coro_sched_alive(s), 0u);
+  EXPECT_FALSE(coro_sched_step(s));
+  EXPECT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// A post limit of 0 could accept nothing: NULL, EINVAL.
+TEST(SchedCreate, LimitOfZeroIsEinval) {
+  errno = 0;
+  EXPECT_EQ(coro_sched_create_limit(0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+TEST(SchedCreate, LimitOfOneIsAScheduler) {
+  coro_sched* s = coro_sched_create_limit(1);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// ===========================================================================
+// coro_go: detached coroutines
+// ===========================================================================
+
+struct Inside {
+  int runs = 0;
+  void* arg = nullptr;
+  coro* self = nullptr;
+  coro_state state = CORO_DONE;
+  coro_sched* sched = nullptr;
+  coro* self_after_yield = nullptr;
+};
+
+void* RecordInside(void* arg) {
+  auto* in = static_cast<Inside*>(arg);
+  ++in->runs;
+  in->arg = arg;
+  in->self = coro_self();
+  in->state = coro_status(in->self);
+  in->sched = coro_sched_self();
+  EXPECT_EQ(coro_yield(), 0);
+  in->self_after_yield = coro_self();
+  return &in->runs;  // discarded: nobody can read it
+}
+
+// coro_go queues a coroutine; nothing runs until the pump does. The pump
+// runs it as a coroutine (coro_self() is it, RUNNING) of this scheduler,
+// with its argument; once it returns, it is no longer alive and nothing
+// needs freeing: the scheduler can be destroyed at once.
+TEST(Go, QueuesADetachedCoroutineThatThePumpRuns) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Inside in;
+  ASSERT_EQ(coro_go(s, RecordInside, &in), 0);
+  EXPECT_EQ(in.runs, 0) << "coro_go must not run the coroutine itself";
+  EXPECT_EQ(coro_sched_alive(s), 1u);
+
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(in.runs, 1);
+  EXPECT_EQ(in.arg, &in);
+  EXPECT_NE(in.self, nullptr);
+  EXPECT_EQ(in.self_after_yield, in.self);
+  EXPECT_EQ(in.state, CORO_RUNNING);
+  EXPECT_EQ(in.sched, s);
+  EXPECT_EQ(coro_sched_alive(s), 0u);
+  EXPECT_EQ(coro_self(), nullptr);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// The scheduler owns a detached coroutine: once it has finished, a handle
+// to it kept from coro_self() is stale, and coro_destroy() refuses it
+// (EINVAL) instead of freeing it twice. (Checked at once, before anything
+// could recycle the coroutine: the lesson warns not to keep such handles.)
+TEST(Go, DestroyingAStaleDetachedHandleIsEinval) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  coro* self = nullptr;
+  ASSERT_EQ(coro_go(
+                s,
+                [](void* arg) -> void* {
+                  *static_cast<coro**>(arg) = coro_self();
+                  return nullptr;
+                },
+                &self),
+            0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_NE(self, nullptr);
+  EXPECT_EQ(coro_destroy(self), EINVAL);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// A detached coroutine cannot be destroyed by hand while it runs either.
+TEST(Go, DestroyingItselfWhileRunningIsRefused) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int rc = -1;
+  InACoroutineOf(s, [&rc] { rc = coro_destroy(coro_self()); });
+  EXPECT_EQ(rc, EBUSY);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+TEST(Go, NullSchedulerOrFunctionIsEinval) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(coro_go(nullptr, ReturnArg, nullptr), EINVAL);
+  EXPECT_EQ(coro_go(s, nullptr, nullptr), EINVAL);
+  EXPECT_EQ(coro_go(nullptr, nullptr, nullptr), EINVAL);
+  EXPECT_EQ(coro_sched_alive(s), 0u) << "a refused coroutine is not alive";
+  EXPECT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// ===========================================================================
+// coro_spawn: joinable coroutines
+// ===========================================================================
+
+// The caller reads the result once the coroutine is DONE, then destroys it
+// (0). Until then the handle keeps the scheduler busy.
+TEST(Spawn, ResultIsReadOnceDoneThenTheHandleIsDestroyed) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int token = 0;
+  coro* c = coro_spawn(s, YieldOnceThenReturnArg, &token);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(coro_status(c), CORO_SUSPENDED);
+  EXPECT_EQ(coro_result(c), nullptr);
+
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(coro_status(c), CORO_DONE);
+  EXPECT_EQ(coro_result(c), &token);
+  EXPECT_EQ(coro_sched_destroy(s), EBUSY) << "the handle is not destroyed";
+  EXPECT_EQ(coro_destroy(c), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// A joinable coroutine still in the ready queue cannot be destroyed: not
+// before its first run, and not after a yield (its stack holds its frames).
+TEST(Spawn, DestroyWhileQueuedIsEbusy) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  coro* c = coro_spawn(s, YieldOnceThenReturnArg, nullptr);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(coro_destroy(c), EBUSY) << "queued, never started";
+  ASSERT_TRUE(coro_sched_step(s));
+  EXPECT_EQ(coro_status(c), CORO_SUSPENDED);
+  EXPECT_EQ(coro_destroy(c), EBUSY) << "queued again after a yield";
+  ASSERT_TRUE(coro_sched_step(s));
+  EXPECT_EQ(coro_status(c), CORO_DONE);
+  EXPECT_EQ(coro_destroy(c), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// A joinable coroutine cannot destroy itself while it runs.
+TEST(Spawn, DestroyingItselfWhileRunningIsEbusy) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int rc = -1;
+  coro* c = coro_spawn(
+      s,
+      [](void* arg) -> void* {
+        *static_cast<int*>(arg) = coro_destroy(coro_self());
+        return nullptr;
+      },
+      &rc);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(rc, EBUSY);
+  EXPECT_EQ(coro_destroy(c), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+TEST(Spawn, NullSchedulerOrFunctionIsEinval) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  errno = 0;
+  EXPECT_EQ(coro_spawn(nullptr, ReturnArg, nullptr), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(coro_spawn(s, nullptr, nullptr), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(coro_sched_alive(s), 0u);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// The pump drives a scheduled coroutine: resuming it by hand is EPERM, from
+// the thread and from another coroutine of the same scheduler.
+struct ResumeFromInside {
+  coro* target = nullptr;
+  int rc = -1;
+};
+
+void* ResumeTarget(void* arg) {
+  auto* r = static_cast<ResumeFromInside*>(arg);
+  r->rc = coro_resume(r->target);
+  return nullptr;
+}
+
+TEST(Spawn, ResumingAScheduledCoroutineByHandIsEperm) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  coro* c = coro_spawn(s, YieldOnceThenReturnArg, nullptr);
+  ASSERT_NE(c, nullptr);
+  ResumeFromInside from_inside;
+  from_inside.target = c;
+  ASSERT_EQ(coro_go(s, ResumeTarget, &from_inside), 0);
+  EXPECT_EQ(coro_resume(c), EPERM) << "queued, never started";
+  ASSERT_TRUE(coro_sched_step(s));  // c yields: queued behind the other
+  EXPECT_EQ(coro_resume(c), EPERM) << "queued after a yield";
+  ASSERT_TRUE(coro_sched_step(s));  // the other tries to resume c
+  EXPECT_EQ(from_inside.rc, EPERM) << "from another coroutine";
+  EXPECT_EQ(coro_status(c), CORO_SUSPENDED);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(coro_status(c), CORO_DONE);
+  EXPECT_EQ(coro_destroy(c), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// ===========================================================================
+// coro_post: plain functions on the pump
+// ===========================================================================
+
+struct PostSaw {
+  int runs = 0;
+  coro_sched* arg_sched = nullptr;
+  coro* self = reinterpret_cast<coro*>(1);
+  coro_sched* sched_self = nullptr;
+  int yield_rc = -1;
+};
+
+void RecordPost(coro_sched* s, void* arg) {
+  auto* saw = static_cast<PostSaw*>(arg);
+  ++saw->runs;
+  saw->arg_sched = s;
+  saw->self = coro_self();
+  saw->sched_self = coro_sched_self();
+}
+
+// A post runs on the pump, not in a coroutine: coro_self() is NULL there,
+// while coro_sched_self() names the scheduler, which it also gets as its
+// first argument. Nothing runs before the pump does.
+TEST(Post, RunsOnThePumpNotInACoroutine) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  PostSaw saw;
+  ASSERT_EQ(coro_post(s, RecordPost, &saw), 0);
+  EXPECT_EQ(saw.runs, 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(saw.runs, 1);
+  EXPECT_EQ(saw.arg_sched, s);
+  EXPECT_EQ(saw.self, nullptr);
+  EXPECT_EQ(saw.sched_self, s);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// Being outside any coroutine, a post (pumped from the thread) cannot yield.
+TEST(Post, YieldInAPostIsEperm) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int rc = -1;
+  InAPostOf(s, [&rc] { rc = coro_yield(); });
+  EXPECT_EQ(rc, EPERM);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// A post may start coroutines; they run after it, in the order queued.
+TEST(Post, CanStartCoroutines) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Log log;
+  Task a{"A", 1, &log, nullptr, nullptr}, b{"B", 1, &log, nullptr, nullptr};
+  Note p{"P", &log, [&](coro_sched* sched) {
+           EXPECT_EQ(coro_go(sched, TaskBody, &a), 0);
+           EXPECT_EQ(coro_go(sched, TaskBody, &b), 0);
+           EXPECT_EQ(coro_sched_alive(sched), 2u);
+         }};
+  ASSERT_EQ(coro_post(s, NotePost, &p), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(Join(log), "P A1 B1 A2 B2");
+  EXPECT_EQ(coro_sched_alive(s), 0u);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// Posts may post more posts; every one runs before coro_sched_run returns.
+struct Chain {
+  int remaining = 100;
+  int runs = 0;
+  static void Fn(coro_sched* sched, void* arg) {
+    auto* c = static_cast<Chain*>(arg);
+    ++c->runs;
+    if (--c->remaining > 0) {
+      EXPECT_EQ(coro_post(sched, Fn, arg), 0);
+    }
+  }
+};
+
+TEST(Post, PostsQueuedByPostsRunBeforeRunReturns) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Chain chain;
+  ASSERT_EQ(coro_post(s, Chain::Fn, &chain), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(chain.runs, 100);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+TEST(Post, NullSchedulerOrFunctionIsEinval) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int runs = 0;
+  EXPECT_EQ(coro_post(nullptr, CountPost, &runs), EINVAL);
+  EXPECT_EQ(coro_post(s, nullptr, &runs), EINVAL);
+  EXPECT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(runs, 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0) << "a refused post is not pending";
+}
+
+// ===========================================================================
+// coro_sched_create_limit: backpressure on posts
+// ===========================================================================
+
+// With a limit of n, n posts may be pending; the next is refused at once
+// with EAGAIN and never runs. Once the pump has run posts, posts are
+// accepted again — one more for every post run.
+TEST(PostLimit, ExtraPostIsEagainUntilThePumpRunsSome) {
+  coro_sched* s = coro_sched_create_limit(3);
+  ASSERT_NE(s, nullptr);
+  int runs = 0;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(coro_post(s, CountPost, &runs), 0);
+  EXPECT_EQ(coro_post(s, CountPost, &runs), EAGAIN);
+  EXPECT_EQ(coro_post(s, CountPost, &runs), EAGAIN);
+  EXPECT_EQ(coro_sched_destroy(s), EBUSY) << "posts pending";
+
+  ASSERT_TRUE(coro_sched_step(s));
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(coro_post(s, CountPost, &runs), 0) << "one ran: room for one";
+  EXPECT_EQ(coro_post(s, CountPost, &runs), EAGAIN);
+
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(runs, 4) << "exactly the accepted posts ran";
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(coro_post(s, CountPost, &runs), 0);
+  EXPECT_EQ(coro_post(s, CountPost, &runs), EAGAIN);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(runs, 7);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// The limit is on posts only: coroutines are not limited by it.
+TEST(PostLimit, CoroutinesAreNotLimited) {
+  coro_sched* s = coro_sched_create_limit(1);
+  ASSERT_NE(s, nullptr);
+  int runs = 0;
+  for (int i = 0; i < 100; ++i)
+    ASSERT_EQ(coro_go(s, YieldOnceThenReturnArg, nullptr), 0) << i;
+  EXPECT_EQ(coro_post(s, CountPost, &runs), 0);
+  EXPECT_EQ(coro_post(s, CountPost, &runs), EAGAIN);
+  EXPECT_EQ(coro_sched_alive(s), 100u);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// The lesson's exercise: a post that re-posts itself 10 times under a limit
+// of one never gets EAGAIN — the post being run is no longer pending.
+TEST(PostLimit, APostCanRepostItselfUnderALimitOfOne) {
+  coro_sched* s = coro_sched_create_limit(1);
+  ASSERT_NE(s, nullptr);
+  struct Repost {
+    int runs = 0;
+    int refused = 0;
+    static void Fn(coro_sched* sched, void* arg) {
+      auto* r = static_cast<Repost*>(arg);
+      if (++r->runs < 10 && coro_post(sched, Fn, arg) != 0) ++r->refused;
+    }
+  } repost;
+  ASSERT_EQ(coro_post(s, Repost::Fn, &repost), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(repost.runs, 10);
+  EXPECT_EQ(repost.refused, 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// Nothing accepted is ever dropped: producers (coroutines) post as fast as
+// they can under a small limit, retrying after a yield on EAGAIN. Every
+// accepted post runs exactly once; refused ones never run.
+struct Producers {
+  static constexpr int kEach = 200;
+  long accepted = 0, refused = 0, ran = 0;
+};
+
+void* Produce(void* arg) {
+  auto* p = static_cast<Producers*>(arg);
+  for (int sent = 0; sent < Producers::kEach;) {
+    const int rc = coro_post(
+        coro_sched_self(),
+        [](coro_sched*, void* a) { ++static_cast<Producers*>(a)->ran; }, p);
+    if (rc == 0) {
+      ++p->accepted;
+      ++sent;
+    } else {
+      EXPECT_EQ(rc, EAGAIN);
+      ++p->refused;
+      EXPECT_EQ(coro_yield(), 0);
+    }
+  }
+  return nullptr;
+}
+
+TEST(PostLimit, NothingAcceptedIsDropped) {
+  coro_sched* s = coro_sched_create_limit(4);
+  ASSERT_NE(s, nullptr);
+  Producers p;
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(coro_go(s, Produce, &p), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(p.accepted, 10 * Producers::kEach);
+  EXPECT_EQ(p.ran, p.accepted);
+  EXPECT_GT(p.refused, 0) << "the limit was never reached: test too weak";
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// ===========================================================================
+// coro_sched_self
+// ===========================================================================
+
+// Outside any pump — on the thread, or in a plain coroutine resumed by
+// hand — there is no scheduler.
+TEST(SchedSelf, NullOutsideAnyPump) {
+  EXPECT_EQ(coro_sched_self(), nullptr);
+  coro_sched* seen = reinterpret_cast<coro_sched*>(1);
+  coro* c = coro_create(
+      [](void* arg) -> void* {
+        *static_cast<coro_sched**>(arg) = coro_sched_self();
+        return nullptr;
+      },
+      &seen, 0);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(coro_resume(c), 0);
+  EXPECT_EQ(seen, nullptr);
+  EXPECT_EQ(coro_destroy(c), 0);
+
+  // And again on the thread after a pump has run and returned.
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  InACoroutineOf(s, [] {});
+  EXPECT_EQ(coro_sched_self(), nullptr);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// Inside coroutines and posts of s, it is s — also for the second of two
+// schedulers of one thread.
+TEST(SchedSelf, IsTheSchedulerInsideItsCoroutinesAndPosts) {
+  coro_sched* s1 = coro_sched_create();
+  coro_sched* s2 = coro_sched_create();
+  ASSERT_NE(s1, nullptr);
+  ASSERT_NE(s2, nullptr);
+  for (coro_sched* s : {s1, s2}) {
+    coro_sched* in_coroutine = nullptr;
+    coro_sched* after_yield = nullptr;
+    coro_sched* in_post = nullptr;
+    InACoroutineOf(s, [&] {
+      in_coroutine = coro_sched_self();
+      EXPECT_EQ(coro_yield(), 0);
+      after_yield = coro_sched_self();
+    });
+    InAPostOf(s, [&] { in_post = coro_sched_self(); });
+    EXPECT_EQ(in_coroutine, s);
+    EXPECT_EQ(after_yield, s);
+    EXPECT_EQ(in_post, s);
+  }
+  EXPECT_EQ(coro_sched_destroy(s1), 0);
+  EXPECT_EQ(coro_sched_destroy(s2), 0);
+}
+
+// ===========================================================================
+// The ready queue: FIFO among equals, yield goes to the back
+// ===========================================================================
+
+// Coroutines and posts share one queue: among equal priorities they run in
+// the order queued, whatever their kind.
+TEST(Order, CoroutinesAndPostsAreOneFifo) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Log log;
+  Task a{"A", 1, &log, nullptr, nullptr}, b{"B", 1, &log, nullptr, nullptr},
+      c{"C", 0, &log, nullptr, nullptr};
+  Note p{"P", &log, nullptr}, q{"Q", &log, nullptr};
+  ASSERT_EQ(coro_go(s, TaskBody, &a), 0);
+  ASSERT_EQ(coro_post(s, NotePost, &p), 0);
+  coro* bh = coro_spawn(s, TaskBody, &b);
+  ASSERT_NE(bh, nullptr);
+  ASSERT_EQ(coro_post(s, NotePost, &q), 0);
+  ASSERT_EQ(coro_go(s, TaskBody, &c), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(Join(log), "A1 P B1 Q C1 A2 B2");
+  EXPECT_EQ(coro_destroy(bh), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// A coroutine that yields goes behind everything ready — including what it
+// queued itself just before yielding.
+TEST(Order, YieldGoesBehindEverythingReady) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Log log;
+  Task b{"B", 0, &log, nullptr, nullptr}, c{"C", 0, &log, nullptr, nullptr},
+      d{"D", 0, &log, nullptr, nullptr};
+  Note p{"P", &log, nullptr};
+  Task a{"A", 1, &log,
+         [&](Task*, int step) {
+           if (step != 1) return;
+           EXPECT_EQ(coro_go(s, TaskBody, &d), 0);
+           EXPECT_EQ(coro_post(s, NotePost, &p), 0);
+         },
+         nullptr};
+  ASSERT_EQ(coro_go(s, TaskBody, &a), 0);
+  ASSERT_EQ(coro_go(s, TaskBody, &b), 0);
+  ASSERT_EQ(coro_go(s, TaskBody, &c), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(Join(log), "A1 B1 C1 D1 P A2");
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// Round robin: coroutines that keep yielding take turns, in order.
+TEST(Order, YieldingCoroutinesTakeTurns) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Log log;
+  std::deque<Task> tasks;
+  for (const char* name : {"A", "B", "C"}) {
+    tasks.push_back(Task{name, 2, &log, nullptr, nullptr});
+    ASSERT_EQ(coro_go(s, TaskBody, &tasks.back()), 0);
+  }
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(Join(log), "A1 B1 C1 A2 B2 C2 A3 B3 C3");
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// ===========================================================================
+// Priorities
+// ===========================================================================
+
+TEST(Priority, DefaultIsZeroAndNullIsZero) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(coro_priority(nullptr), 0);
+  coro* c = coro_spawn(s, ReturnArg, nullptr);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(coro_priority(c), 0);
+  int inside = -1;
+  InACoroutineOf(s, [&inside] { inside = coro_priority(coro_self()); });
+  EXPECT_EQ(inside, 0);
+  EXPECT_EQ(coro_status(c), CORO_DONE);
+  EXPECT_EQ(coro_destroy(c), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+TEST(Priority, SetOnNullOrFinishedIsEinval) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(coro_set_priority(nullptr, 1), EINVAL);
+  coro* c = coro_spawn(s, ReturnArg, nullptr);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_status(c), CORO_DONE);
+  EXPECT_EQ(coro_set_priority(c, 1), EINVAL);
+  EXPECT_EQ(coro_priority(c), 0) << "a refused priority is not stored";
+  EXPECT_EQ(coro_destroy(c), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// Higher runs first. Three coroutines lower themselves to -1, -3 and -2
+// and yield: once everything at 0 has run, they come back highest first.
+// (Raising instead would not show it: the first to rise would run again at
+// once, ahead of the others still waiting at 0.)
+TEST(Priority, HigherRunsFirst) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Log log;
+  auto set_to = [](int priority) {
+    return [priority](Task*, int step) {
+      if (step == 1) {
+        EXPECT_EQ(coro_set_priority(coro_self(), priority), 0);
+      }
+    };
+  };
+  Task a{"A", 1, &log, set_to(-1), nullptr};
+  Task b{"B", 1, &log, set_to(-3), nullptr};
+  Task c{"C", 1, &log, set_to(-2), nullptr};
+  Note p{"P", &log, nullptr};
+  ASSERT_EQ(coro_go(s, TaskBody, &a), 0);
+  ASSERT_EQ(coro_go(s, TaskBody, &b), 0);
+  ASSERT_EQ(coro_go(s, TaskBody, &c), 0);
+  ASSERT_EQ(coro_post(s, NotePost, &p), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(Join(log), "A1 B1 C1 P A2 C2 B2");
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// A coroutine that raises itself above everything ready runs again at once.
+TEST(Priority, RaisingOwnPriorityThenYieldingRunsAgainFirst) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Log log;
+  Task a{"A", 2, &log,
+         [](Task*, int step) {
+           if (step == 1) {
+             EXPECT_EQ(coro_set_priority(coro_self(), 1), 0);
+           }
+         },
+         nullptr};
+  Task b{"B", 1, &log, nullptr, nullptr};
+  ASSERT_EQ(coro_go(s, TaskBody, &a), 0);
+  ASSERT_EQ(coro_go(s, TaskBody, &b), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(Join(log), "A1 A2 A3 B1 B2");
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// Posts are queued at priority 0: after a coroutine at 1, before one at -1.
+TEST(Priority, PostsAreQueuedAtZero) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Log log;
+  Task high{"H", 1, &log,
+            [](Task*, int step) {
+              if (step == 1) {
+                EXPECT_EQ(coro_set_priority(coro_self(), 1), 0);
+              }
+            },
+            nullptr};
+  Task low{"L", 1, &log,
+           [](Task*, int step) {
+             if (step == 1) {
+               EXPECT_EQ(coro_set_priority(coro_self(), -1), 0);
+             }
+           },
+           nullptr};
+  Note p{"P", &log, nullptr};
+  ASSERT_EQ(coro_go(s, TaskBody, &high), 0);
+  ASSERT_EQ(coro_go(s, TaskBody, &low), 0);
+  ASSERT_EQ(coro_post(s, NotePost, &p), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  // H1 yields at 1: it overtakes L and P. L1 yields at -1: P overtakes it.
+  EXPECT_EQ(Join(log), "H1 H2 L1 P L2");
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// The idiom from the header: `coro_set_priority(coro_self(), -1);
+// coro_yield();` lets everything at 0 run first, however often it yields.
+// The new value reads back at once.
+TEST(Priority, LoweringOwnPriorityThenYieldingLetsOthersRunFirst) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Log log;
+  int read_back = 0;
+  Task a{"A", 1, &log,
+         [&read_back](Task*, int step) {
+           if (step != 1) return;
+           EXPECT_EQ(coro_set_priority(coro_self(), -1), 0);
+           read_back = coro_priority(coro_self());
+         },
+         nullptr};
+  Task b{"B", 3, &log, nullptr, nullptr};
+  ASSERT_EQ(coro_go(s, TaskBody, &a), 0);
+  ASSERT_EQ(coro_go(s, TaskBody, &b), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(Join(log), "A1 B1 B2 B3 B4 A2");
+  EXPECT_EQ(read_back, -1);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// A new priority applies the next time the coroutine is queued: one
+// already waiting keeps its place. Set from outside on a coroutine queued
+// and not started yet, it applies only after its first run.
+TEST(Priority, SetOnAQueuedCoroutineAppliesAfterItsNextRun) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Log log;
+  Task x{"X", 1, &log, nullptr, nullptr}, y{"Y", 1, &log, nullptr, nullptr},
+      z{"Z", 1, &log, nullptr, nullptr};
+  ASSERT_EQ(coro_go(s, TaskBody, &x), 0);
+  ASSERT_EQ(coro_go(s, TaskBody, &y), 0);
+  coro* zh = coro_spawn(s, TaskBody, &z);
+  ASSERT_NE(zh, nullptr);
+  ASSERT_EQ(coro_set_priority(zh, 10), 0);
+  EXPECT_EQ(coro_priority(zh), 10);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  // Z keeps its place for its first run; its yield queues it at 10.
+  EXPECT_EQ(Join(log), "X1 Y1 Z1 Z2 X2 Y2");
+  EXPECT_EQ(coro_destroy(zh), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// The same for a coroutine that is waiting after a yield.
+TEST(Priority, SetOnAYieldedCoroutineAppliesAfterItsNextRun) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Log log;
+  Task x{"X", 2, &log, nullptr, nullptr}, y{"Y", 2, &log, nullptr, nullptr};
+  coro* xh = coro_spawn(s, TaskBody, &x);
+  ASSERT_NE(xh, nullptr);
+  ASSERT_EQ(coro_go(s, TaskBody, &y), 0);
+  ASSERT_TRUE(coro_sched_step(s));  // X1; queue: Y X
+  ASSERT_EQ(coro_set_priority(xh, 5), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  // X keeps its place behind Y once, then is queued at 5 for good.
+  EXPECT_EQ(Join(log), "X1 Y1 X2 X3 Y2 Y3");
+  EXPECT_EQ(coro_destroy(xh), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// Any int is a valid priority; the extremes order correctly.
+TEST(Priority, ExtremeValuesOrderCorrectly) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Log log;
+  auto set_to = [](int priority) {
+    return [priority](Task*, int step) {
+      if (step == 1) {
+        EXPECT_EQ(coro_set_priority(coro_self(), priority), 0);
+      }
+    };
+  };
+  Task lo{"L", 1, &log, set_to(INT_MIN), nullptr};
+  Task zero{"Z", 1, &log, nullptr, nullptr};
+  Task hi{"H", 1, &log, set_to(INT_MAX), nullptr};
+  Task lo2{"l", 1, &log, set_to(INT_MIN + 1), nullptr};
+  Task hi2{"h", 1, &log, set_to(INT_MAX - 1), nullptr};
+  for (Task* t : {&lo, &zero, &hi, &lo2, &hi2})
+    ASSERT_EQ(coro_go(s, TaskBody, t), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  // H, at INT_MAX, runs again at once, ahead of l and h still waiting at 0;
+  // h, at INT_MAX - 1, likewise ahead of Z. Then 0, INT_MIN + 1, INT_MIN.
+  EXPECT_EQ(Join(log), "L1 Z1 H1 H2 l1 h1 h2 Z2 l2 L2");
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// The lesson's `priorities` example: tasks of 5, 1 and 4 steps, each
+// lowering its own priority by one after every step, give exactly this.
+struct Aging {
+  int steps = 0;
+  Log* log = nullptr;
+};
+
+void* AgingTask(void* arg) {
+  auto* t = static_cast<Aging*>(arg);
+  const std::string name = "t" + std::to_string(t->steps);
+  for (int step = 1; step <= t->steps; ++step) {
+    const int priority = coro_priority(coro_self());
+    EXPECT_EQ(priority, 1 - step) << name;
+    t->log->push_back(name + " s" + std::to_string(step));
+    EXPECT_EQ(coro_set_priority(coro_self(), priority - 1), 0);
+    EXPECT_EQ(coro_yield(), 0);
+  }
+  t->log->push_back(name + " ends");
+  return nullptr;
+}
+
+TEST(Priority, TheLessonsExampleRunsInTheDocumentedOrder) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Log log;
+  Aging tasks[] = {{5, &log}, {1, &log}, {4, &log}};
+  for (Aging& t : tasks) ASSERT_EQ(coro_go(s, AgingTask, &t), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  const Log expected = {"t5 s1", "t1 s1",   "t4 s1", "t5 s2", "t1 ends",
+                        "t4 s2", "t5 s3",   "t4 s3", "t5 s4", "t4 s4",
+                        "t5 s5", "t4 ends", "t5 ends"};
+  EXPECT_EQ(log, expected) << Join(log);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// ===========================================================================
+// The pump: coro_sched_run and coro_sched_step
+// ===========================================================================
+
+TEST(Run, NothingToDoReturnsZero) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+TEST(Run, NullIsEinval) { EXPECT_EQ(coro_sched_run(nullptr), EINVAL); }
+
+// Run returns only when no coroutine is alive and no post is pending, even
+// when coroutines and posts keep creating more of each other.
+TEST(Run, ReturnsOnlyWhenEverythingHasFinished) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  struct Tree {
+    int coroutines = 0, posts = 0;
+  } tree;
+  struct Grow {
+    static void* Coroutine(void* arg) {
+      auto* t = static_cast<Tree*>(arg);
+      if (++t->coroutines < 200) {
+        EXPECT_EQ(coro_post(coro_sched_self(), Post, t), 0);
+      }
+      EXPECT_EQ(coro_yield(), 0);
+      EXPECT_EQ(coro_yield(), 0);
+      return nullptr;
+    }
+    static void Post(coro_sched* sched, void* arg) {
+      auto* t = static_cast<Tree*>(arg);
+      ++t->posts;
+      EXPECT_EQ(coro_go(sched, Coroutine, t), 0);
+      EXPECT_EQ(coro_go(sched, ReturnArg, nullptr), 0);
+    }
+  };
+  ASSERT_EQ(coro_go(s, Grow::Coroutine, &tree), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(tree.coroutines, 200);
+  EXPECT_EQ(tree.posts, 199);
+  EXPECT_EQ(coro_sched_alive(s), 0u);
+  EXPECT_FALSE(coro_sched_step(s)) << "nothing may be left in the queue";
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// Called from inside its own pump — from a coroutine or a post — run is
+// EPERM (the pump is already running below).
+TEST(Run, FromInsideItsOwnPumpIsEperm) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int from_coroutine = -1, from_post = -1;
+  InACoroutineOf(s, [&] { from_coroutine = coro_sched_run(s); });
+  InAPostOf(s, [&] { from_post = coro_sched_run(s); });
+  EXPECT_EQ(from_coroutine, EPERM);
+  EXPECT_EQ(from_post, EPERM);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// Step runs at most one ready item — one resume or one post — and says
+// whether it ran one.
+TEST(Step, RunsOneItemAtATimeAndSaysSo) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Log log;
+  Task a{"A", 1, &log, nullptr, nullptr};
+  Note p{"P", &log, nullptr};
+  EXPECT_FALSE(coro_sched_step(s)) << "empty";
+  ASSERT_EQ(coro_go(s, TaskBody, &a), 0);
+  ASSERT_EQ(coro_post(s, NotePost, &p), 0);
+  EXPECT_TRUE(coro_sched_step(s));
+  EXPECT_EQ(Join(log), "A1");
+  EXPECT_EQ(coro_sched_alive(s), 1u);
+  EXPECT_TRUE(coro_sched_step(s));
+  EXPECT_EQ(Join(log), "A1 P");
+  EXPECT_TRUE(coro_sched_step(s));
+  EXPECT_EQ(Join(log), "A1 P A2");
+  EXPECT_EQ(coro_sched_alive(s), 0u);
+  EXPECT_FALSE(coro_sched_step(s)) << "empty again";
+  EXPECT_EQ(Join(log), "A1 P A2");
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+TEST(Step, NullIsFalse) { EXPECT_FALSE(coro_sched_step(nullptr)); }
+
+// From inside its own pump, step runs nothing and says false.
+TEST(Step, FromInsideItsOwnPumpIsFalse) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int other_runs = 0;
+  bool from_coroutine = true, from_post = true;
+  InACoroutineOf(s, [&] {
+    EXPECT_EQ(coro_post(s, CountPost, &other_runs), 0);
+    from_coroutine = coro_sched_step(s);
+    EXPECT_EQ(other_runs, 0) << "the step ran the post";
+  });
+  EXPECT_EQ(other_runs, 1);
+  InAPostOf(s, [&] {
+    EXPECT_EQ(coro_post(s, CountPost, &other_runs), 0);
+    from_post = coro_sched_step(s);
+    EXPECT_EQ(other_runs, 1) << "the step ran the post";
+  });
+  EXPECT_EQ(other_runs, 2);
+  EXPECT_FALSE(from_coroutine);
+  EXPECT_FALSE(from_post);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// Yield inside a scheduled coroutine returns 0 once the pump resumes it,
+// after everything that was ready.
+struct YieldSeen {
+  int others = 0;
+  int rc = -1;
+  int others_when_back = -1;
+};
+
+void* YieldAndLook(void* arg) {
+  auto* seen = static_cast<YieldSeen*>(arg);
+  seen->rc = coro_yield();
+  seen->others_when_back = seen->others;
+  return nullptr;
+}
+
+TEST(Yield, InAScheduledCoroutineReturnsZeroAfterTheOthersRan) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  YieldSeen seen;
+  ASSERT_EQ(coro_go(s, YieldAndLook, &seen), 0);
+  ASSERT_EQ(coro_post(s, CountPost, &seen.others), 0);
+  ASSERT_EQ(coro_post(s, CountPost, &seen.others), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(seen.rc, 0);
+  EXPECT_EQ(seen.others_when_back, 2);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// ===========================================================================
+// coro_sched_alive
+// ===========================================================================
+
+// Counts coroutines created and not finished. A joinable one counts until
+// it returns, not until it is destroyed; the running one counts.
+TEST(Alive, CountsCoroutinesCreatedAndNotFinished) {
+  EXPECT_EQ(coro_sched_alive(nullptr), 0u);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  std::size_t inside = 0;
+  ASSERT_EQ(coro_go(s, YieldOnceThenReturnArg, nullptr), 0);
+  coro* j = coro_spawn(s, ReturnArg, nullptr);
+  ASSERT_NE(j, nullptr);
+  ASSERT_EQ(coro_go(
+                s,
+                [](void* arg) -> void* {
+                  *static_cast<std::size_t*>(arg) =
+                      coro_sched_alive(coro_sched_self());
+                  return nullptr;
+                },
+                &inside),
+            0);
+  int runs = 0;
+  ASSERT_EQ(coro_post(s, CountPost, &runs), 0);
+  EXPECT_EQ(coro_sched_alive(s), 3u) << "posts are not coroutines";
+
+  ASSERT_TRUE(coro_sched_step(s));  // the first yields: still alive
+  EXPECT_EQ(coro_sched_alive(s), 3u);
+  ASSERT_TRUE(coro_sched_step(s));  // the joinable returns
+  EXPECT_EQ(coro_status(j), CORO_DONE);
+  EXPECT_EQ(coro_sched_alive(s), 2u) << "a returned joinable is not alive";
+  ASSERT_TRUE(coro_sched_step(s));  // the third counts, itself included
+  EXPECT_EQ(inside, 2u);
+  EXPECT_EQ(coro_sched_alive(s), 1u);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(coro_sched_alive(s), 0u);
+  EXPECT_EQ(coro_destroy(j), 0);
+  EXPECT_EQ(coro_sched_alive(s), 0u);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// ===========================================================================
+// coro_sched_destroy
+// ===========================================================================
+
+TEST(SchedDestroy, NullIsEinval) { EXPECT_EQ(coro_sched_destroy(nullptr), EINVAL); }
+
+TEST(SchedDestroy, WithCoroutinesAliveIsEbusy) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(coro_go(s, YieldOnceThenReturnArg, nullptr), 0);
+  EXPECT_EQ(coro_sched_destroy(s), EBUSY) << "queued, never started";
+  ASSERT_TRUE(coro_sched_step(s));
+  EXPECT_EQ(coro_sched_destroy(s), EBUSY) << "suspended mid-body";
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+TEST(SchedDestroy, WithPostsPendingIsEbusy) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int runs = 0;
+  ASSERT_EQ(coro_post(s, CountPost, &runs), 0);
+  EXPECT_EQ(coro_sched_destroy(s), EBUSY);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(runs, 1) << "the refused destroy dropped the post";
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+TEST(SchedDestroy, WithAJoinableNotDestroyedIsEbusy) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  coro* c = coro_spawn(s, ReturnArg, nullptr);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(coro_sched_alive(s), 0u);
+  EXPECT_EQ(coro_sched_destroy(s), EBUSY);
+  EXPECT_EQ(coro_destroy(c), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// From inside its own pump the scheduler is in use: EBUSY. The post case
+// has nothing else alive or pending (the post being run is not pending), so
+// only the running pump makes it busy.
+TEST(SchedDestroy, FromInsideItsOwnPumpIsEbusy) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int from_post = -1, from_coroutine = -1;
+  InAPostOf(s, [&] { from_post = coro_sched_destroy(s); });
+  InACoroutineOf(s, [&] { from_coroutine = coro_sched_destroy(s); });
+  EXPECT_EQ(from_post, EBUSY);
+  EXPECT_EQ(from_coroutine, EBUSY);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// ===========================================================================
+// Threads: a scheduler belongs to the thread that created it
+// ===========================================================================
+
+// Another thread cannot drive it: run and destroy are EPERM, step is
+// false, and its settings cannot be changed. Nothing is harmed: the owner
+// runs it afterwards as usual.
+TEST(Threads, AnotherThreadCannotDriveTheScheduler) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int runs = 0;
+  ASSERT_EQ(coro_post(s, CountPost, &runs), 0);
+  int run = -1, destroy = -1, stack_size = -1, dense = -1;
+  bool step = true;
+  OnAnotherThread([&] {
+    run = coro_sched_run(s);
+    step = coro_sched_step(s);
+    destroy = coro_sched_destroy(s);
+    stack_size = coro_sched_set_stack_size(s, 32 * KiB);
+    dense = coro_sched_use_dense_stacks(s);
+  });
+  EXPECT_EQ(run, EPERM);
+  EXPECT_FALSE(step);
+  EXPECT_EQ(destroy, EPERM);
+  EXPECT_EQ(stack_size, EPERM);
+  EXPECT_EQ(dense, EPERM);
+  EXPECT_EQ(runs, 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// In this chapter another thread cannot queue work either.
+TEST(Threads, AnotherThreadCannotQueueWork) {
+  CORO_SKIP_FROM_CHAPTER(4, "coro_go, coro_spawn and coro_post become safe "
+                            "from any thread in ch04_threads");
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int go = -1, post = -1, spawn_errno = -1, runs = 0;
+  coro* spawned = reinterpret_cast<coro*>(1);
+  OnAnotherThread([&] {
+    go = coro_go(s, ReturnArg, nullptr);
+    errno = 0;
+    spawned = coro_spawn(s, ReturnArg, nullptr);
+    spawn_errno = errno;
+    post = coro_post(s, CountPost, &runs);
+  });
+  EXPECT_EQ(go, EPERM);
+  EXPECT_EQ(spawned, nullptr);
+  EXPECT_EQ(spawn_errno, EPERM);
+  EXPECT_EQ(post, EPERM);
+  EXPECT_EQ(coro_sched_alive(s), 0u);
+  EXPECT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(runs, 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// A coroutine belongs to its scheduler's thread: another thread cannot set
+// its priority (EPERM), and the priority is unchanged.
+TEST(Threads, SetPriorityFromAnotherThreadIsEperm) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  coro* c = coro_spawn(s, ReturnArg, nullptr);
+  ASSERT_NE(c, nullptr);
+  int rc = -1;
+  OnAnotherThread([&] { rc = coro_set_priority(c, 7); });
+  EXPECT_EQ(rc, EPERM);
+  EXPECT_EQ(coro_priority(c), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(coro_destroy(c), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// Each thread can have schedulers of its own, pumping at the same time
+// without interfering (ThreadSanitizer checks the rest).
+TEST(Threads, EachThreadPumpsItsOwnScheduler) {
+  constexpr int kThreads = 4;
+  const int kCoroutines = static_cast<int>(Iterations(200));
+  struct Result {
+    int steps = 0, wrong_sched = 0, rc = -1;
+  };
+  std::vector<Result> results(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      Result& r = results[t];
+      coro_sched* s = coro_sched_create();
+      if (s == nullptr) return;
+      struct Arg {
+        Result* r;
+        coro_sched* s;
+      } arg{&r, s};
+      for (int i = 0; i < kCoroutines; ++i) {
+        coro_go(
+            s,
+            [](void* p) -> void* {
+              auto* a = static_cast<Arg*>(p);
+              for (int k = 0; k < 10; ++k) {
+                ++a->r->steps;
+                if (coro_sched_self() != a->s) ++a->r->wrong_sched;
+                coro_yield();
+              }
+              return nullptr;
+            },
+            &arg);
+      }
+      r.rc = coro_sched_run(s);
+      if (coro_sched_destroy(s) != 0) r.rc = -2;
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(results[t].rc, 0) << "thread " << t;
+    EXPECT_EQ(results[t].steps, kCoroutines * 10) << "thread " << t;
+    EXPECT_EQ(results[t].wrong_sched, 0) << "thread " << t;
+  }
+}
+
+// ===========================================================================
+// Nested pumps: a coroutine of one scheduler pumps another
+// ===========================================================================
+
+// A coroutine X of s1 may run s2 to completion: that is a different pump.
+// While s2's coroutines run, X is NORMAL (it resumed them, through s2's
+// pump), coro_sched_self() is s2, and s1 cannot be pumped (its pump is
+// below on the stack). s2's coroutines yield back to s2's pump, not to s1:
+// s1's other coroutine Y runs only once X yields.
+TEST(Nested, ACoroutineCanRunAnotherSchedulerToCompletion) {
+  coro_sched* s1 = coro_sched_create();
+  coro_sched* s2 = coro_sched_create();
+  ASSERT_NE(s1, nullptr);
+  ASSERT_NE(s2, nullptr);
+  Log log;
+  coro* x = nullptr;
+  std::vector<coro_state> x_states;
+  std::vector<coro_sched*> scheds_seen;
+  int run_s1 = -1;
+  bool step_s1 = true;
+  auto check = [&](Task*, int step) {
+    x_states.push_back(coro_status(x));
+    scheds_seen.push_back(coro_sched_self());
+    if (step == 1) {
+      run_s1 = coro_sched_run(s1);
+      step_s1 = coro_sched_step(s1);
+    }
+  };
+  Task a{"a", 1, &log, check, nullptr}, b{"b", 1, &log, check, nullptr};
+  Task y{"Y", 0, &log, nullptr, nullptr};
+  int inner_rc = -1;
+  coro_sched* after = nullptr;
+  Task xt{"X", 1, &log,
+          [&](Task*, int step) {
+            if (step != 1) return;
+            x = coro_self();
+            EXPECT_EQ(coro_go(s2, TaskBody, &a), 0);
+            EXPECT_EQ(coro_go(s2, TaskBody, &b), 0);
+            inner_rc = coro_sched_run(s2);
+            after = coro_sched_self();
+            EXPECT_EQ(coro_status(x), CORO_RUNNING);
+            log.push_back("x");
+          },
+          nullptr};
+  ASSERT_EQ(coro_go(s1, TaskBody, &xt), 0);
+  ASSERT_EQ(coro_go(s1, TaskBody, &y), 0);
+  ASSERT_EQ(coro_sched_run(s1), 0);
+
+  EXPECT_EQ(inner_rc, 0);
+  EXPECT_EQ(Join(log), "X1 a1 b1 a2 b2 x Y1 X2");
+  EXPECT_EQ(x_states, std::vector<coro_state>(4, CORO_NORMAL));
+  EXPECT_EQ(scheds_seen, std::vector<coro_sched*>(4, s2));
+  EXPECT_EQ(after, s1);
+  EXPECT_EQ(run_s1, EPERM);
+  EXPECT_FALSE(step_s1);
+  EXPECT_EQ(coro_sched_alive(s2), 0u);
+  EXPECT_EQ(coro_sched_destroy(s2), 0);
+  EXPECT_EQ(coro_sched_destroy(s1), 0);
+}
+
+// A post of s2 run by s2's pump inside a coroutine of s1 is on s2's pump:
+// coro_sched_self() there is s2 ("a post running on its pump: that
+// scheduler").
+TEST(Nested, APostOfTheInnerSchedulerSeesTheInnerScheduler) {
+  coro_sched* s1 = coro_sched_create();
+  coro_sched* s2 = coro_sched_create();
+  ASSERT_NE(s1, nullptr);
+  ASSERT_NE(s2, nullptr);
+  PostSaw saw;
+  int inner_rc = -1;
+  InACoroutineOf(s1, [&] {
+    EXPECT_EQ(coro_post(s2, RecordPost, &saw), 0);
+    inner_rc = coro_sched_run(s2);
+  });
+  EXPECT_EQ(inner_rc, 0);
+  EXPECT_EQ(saw.runs, 1);
+  EXPECT_EQ(saw.arg_sched, s2);
+  EXPECT_EQ(saw.sched_self, s2);
+  EXPECT_EQ(coro_sched_destroy(s2), 0);
+  EXPECT_EQ(coro_sched_destroy(s1), 0);
+}
+
+// Another scheduler, idle, can be destroyed from inside a pump.
+TEST(Nested, AnIdleSchedulerCanBeDestroyedFromInsideAnother) {
+  coro_sched* s1 = coro_sched_create();
+  coro_sched* s2 = coro_sched_create();
+  ASSERT_NE(s1, nullptr);
+  ASSERT_NE(s2, nullptr);
+  int rc = -1;
+  InACoroutineOf(s1, [&] {
+    EXPECT_EQ(coro_go(s2, ReturnArg, nullptr), 0);
+    EXPECT_EQ(coro_sched_run(s2), 0);
+    rc = coro_sched_destroy(s2);
+  });
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(coro_sched_destroy(s1), 0);
+}
+
+// ===========================================================================
+// coro_sched_set_stack_size
+// ===========================================================================
+
+// Steps the scheduler's next coroutine once: it records its frame and
+// yields, and /proc/self/maps shows the mapping holding that frame (the
+// guarded stack; its guard page is a separate mapping below it). Returns
+// the room below the frame: the usable stack, less one page at most.
+std::size_t RoomOfNextCoroutine(coro_sched* s) {
+  std::uintptr_t frame = 0;
+  EXPECT_EQ(coro_go(
+                s,
+                [](void* arg) -> void* {
+                  *static_cast<std::uintptr_t*>(arg) = FrameAddress();
+                  EXPECT_EQ(coro_yield(), 0);
+                  return nullptr;
+                },
+                &frame),
+            0);
+  std::size_t room = 0;
+  if (coro_sched_step(s) && frame != 0) {
+    const auto stack = coro_test::MappingContaining(frame);
+    if (stack) room = frame - stack->start;
+  }
+  EXPECT_EQ(coro_sched_run(s), 0);
+  return room;
+}
+
+void ExpectRoomFor(coro_sched* s, std::size_t promised) {
+  const std::size_t room = RoomOfNextCoroutine(s);
+  EXPECT_LE(room, promised);
+  EXPECT_GT(room, promised - PageSize());
+}
+
+// The size applies to coroutines created from now on; it is rounded and
+// bounded as in coro_create; 0 restores the default. A stack cached at the
+// old size is not handed out for the new size.
+TEST(StackSize, AppliesToNewCoroutinesRoundedAsInCreate) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  ExpectRoomFor(s, CORO_STACK_DEFAULT);
+  ASSERT_EQ(coro_sched_set_stack_size(s, 256 * KiB), 0);
+  ExpectRoomFor(s, 256 * KiB);
+  ASSERT_EQ(coro_sched_set_stack_size(s, 0), 0);
+  ExpectRoomFor(s, CORO_STACK_DEFAULT);
+  ASSERT_EQ(coro_sched_set_stack_size(s, 1), 0);
+  ExpectRoomFor(s, CORO_STACK_MIN);
+  ASSERT_EQ(coro_sched_set_stack_size(s, CORO_STACK_MIN + 1), 0);
+  ExpectRoomFor(s, CORO_STACK_MIN + PageSize());
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// The bytes are really there: with 256 KiB stacks a coroutine can use a
+// 200 KiB local array (the default 64 KiB stack could not hold it).
+NOINLINE void* FillBigLocal(void* arg) {
+  volatile unsigned char big[200 * 1024];
+  for (std::size_t i = 0; i < sizeof big; ++i) big[i] = static_cast<unsigned char>(i);
+  unsigned long sum = 0;
+  for (std::size_t i = 0; i < sizeof big; ++i) sum += big[i];
+  *static_cast<unsigned long*>(arg) = sum;
+  return nullptr;
+}
+
+TEST(StackSize, ABigLocalArrayFitsInABigStack) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  // Leave a default-size stack in the cache first: it must not be reused.
+  ASSERT_EQ(coro_go(s, ReturnArg, nullptr), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_sched_set_stack_size(s, 256 * KiB), 0);
+  unsigned long sum = 0;
+  ASSERT_EQ(coro_go(s, FillBigLocal, &sum), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  // 200 KiB of the bytes 0..255 repeated: 800 runs of 0+1+...+255.
+  EXPECT_EQ(sum, 800ul * (255ul * 256ul / 2ul));
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// A size too large to map is EINVAL, and the previous size stays.
+TEST(StackSize, TooLargeIsEinvalAndKeepsTheOldSize) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(coro_sched_set_stack_size(s, 32 * KiB), 0);
+  EXPECT_EQ(coro_sched_set_stack_size(s, SIZE_MAX), EINVAL);
+  ExpectRoomFor(s, 32 * KiB);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+TEST(StackSize, NullIsEinval) {
+  EXPECT_EQ(coro_sched_set_stack_size(nullptr, 0), EINVAL);
+  EXPECT_EQ(coro_sched_set_stack_size(nullptr, 32 * KiB), EINVAL);
+}
+
+// ===========================================================================
+// The stack cache: finished stacks are kept and reused
+// ===========================================================================
+
+// The page holding a coroutine's first frame: the same page means the
+// same stack.
+void* RecordStackPage(void* arg) {
+  *static_cast<std::uintptr_t*>(arg) = FrameAddress() / PageSize();
+  return nullptr;
+}
+
+// A finished detached coroutine's stack serves the next coroutine; so does
+// the stack of a destroyed joinable one.
+TEST(StackCache, AFinishedStackIsReused) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  std::uintptr_t first = 0, second = 0, third = 0, fourth = 0;
+  ASSERT_EQ(coro_go(s, RecordStackPage, &first), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_go(s, RecordStackPage, &second), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(second, first) << "a detached coroutine's stack";
+
+  coro* j = coro_spawn(s, RecordStackPage, &third);
+  ASSERT_NE(j, nullptr);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_destroy(j), 0);
+  ASSERT_EQ(coro_go(s, RecordStackPage, &fourth), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(fourth, third) << "a destroyed joinable coroutine's stack";
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// 100,000 coroutines in batches of 100 (go 100, run): at most 100 are alive
+// at a time, so at most 100 stacks are ever needed, and once the first
+// batch has made them, the process gains no memory mappings — a go in
+// steady state maps nothing.
+TEST(StackCache, HundredThousandCoroutinesNeedNoNewMappings) {
+  constexpr int kBatch = 100;
+  const long total = Coroutines(100000);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  std::vector<std::uintptr_t> pages(kBatch);
+  std::set<std::uintptr_t> distinct;
+  std::size_t after_first_batch = 0;
+  for (long done = 0; done < total; done += kBatch) {
+    for (int i = 0; i < kBatch; ++i)
+      ASSERT_EQ(coro_go(s, RecordStackPage, &pages[i]), 0);
+    ASSERT_EQ(coro_sched_run(s), 0);
+    distinct.insert(pages.begin(), pages.end());
+    if (done == 0) after_first_batch = CountMappings();
+  }
+  const std::size_t at_end = CountMappings();
+  EXPECT_LE(distinct.size(), static_cast<std::size_t>(kBatch))
+      << "stacks were not reused";
+  // A little slack for the rest of the process (the allocator may map an
+  // arena); a stack per coroutine would be 2 * 100,000 mappings.
+  EXPECT_LE(at_end, after_first_batch + 8)
+      << "mappings grow with the number of coroutines";
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// Destroying the scheduler releases its cached stacks.
+TEST(StackCache, DestroyReleasesTheCachedStacks) {
+  const std::size_t before = CountMappings();
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  for (int i = 0; i < 200; ++i)
+    ASSERT_EQ(coro_go(s, YieldOnceThenReturnArg, nullptr), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_GE(CountMappings(), before + 200) << "200 guarded stacks are cached";
+  ASSERT_EQ(coro_sched_destroy(s), 0);
+  if (coro_test::kThreadSanitizer) {
+    // Its runtime maps memory of its own for every fiber (one per stack)
+    // and keeps some after the fiber is gone: the count says nothing here.
+    GTEST_SKIP() << "ThreadSanitizer keeps mappings of its own per fiber";
+  }
+  EXPECT_LE(CountMappings(), before + 8);
+}
+
+// ===========================================================================
+// Dense stacks
+// ===========================================================================
+
+TEST(DenseStacks, NullIsEinval) {
+  EXPECT_EQ(coro_sched_use_dense_stacks(nullptr), EINVAL);
+}
+
+// Turning it on twice is fine.
+TEST(DenseStacks, TurningOnTwiceIsZero) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(coro_sched_use_dense_stacks(s), 0);
+  EXPECT_EQ(coro_sched_use_dense_stacks(s), 0);
+  int runs = 0;
+  InACoroutineOf(s, [&runs] { ++runs; });
+  EXPECT_EQ(coro_sched_use_dense_stacks(s), 0) << "on, with stacks carved";
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// It must be chosen before the first coroutine: with a guarded stack in
+// use — a coroutine queued, suspended, or a joinable one not destroyed —
+// it is EBUSY.
+TEST(DenseStacks, AfterACoroutineWasCreatedIsEbusy) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(coro_go(s, YieldOnceThenReturnArg, nullptr), 0);
+  EXPECT_EQ(coro_sched_use_dense_stacks(s), EBUSY) << "queued";
+  ASSERT_TRUE(coro_sched_step(s));
+  EXPECT_EQ(coro_sched_use_dense_stacks(s), EBUSY) << "suspended";
+  ASSERT_EQ(coro_sched_run(s), 0);
+
+  coro* j = coro_spawn(s, ReturnArg, nullptr);
+  ASSERT_NE(j, nullptr);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(coro_sched_use_dense_stacks(s), EBUSY) << "joinable not destroyed";
+  EXPECT_EQ(coro_destroy(j), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// The stack size may be chosen after turning dense stacks on, until the
+// first stack is carved; then it is fixed (EBUSY). The size applies: a
+// 24 KiB local array fits in a 32 KiB dense stack.
+NOINLINE void* Fill24KiBLocal(void* arg) {
+  volatile unsigned char big[24 * 1024];
+  for (std::size_t i = 0; i < sizeof big; ++i) big[i] = static_cast<unsigned char>(i);
+  unsigned long sum = 0;
+  for (std::size_t i = 0; i < sizeof big; ++i) sum += big[i];
+  *static_cast<unsigned long*>(arg) = sum;
+  return nullptr;
+}
+
+TEST(DenseStacks, StackSizeIsFixedOnceStacksAreCarved) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(coro_sched_use_dense_stacks(s), 0);
+  EXPECT_EQ(coro_sched_set_stack_size(s, 16 * KiB), 0) << "nothing carved";
+  EXPECT_EQ(coro_sched_set_stack_size(s, 32 * KiB), 0) << "nothing carved";
+  unsigned long sum = 0;
+  ASSERT_EQ(coro_go(s, Fill24KiBLocal, &sum), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(sum, 96ul * (255ul * 256ul / 2ul));
+  EXPECT_EQ(coro_sched_set_stack_size(s, 16 * KiB), EBUSY);
+  EXPECT_EQ(coro_sched_set_stack_size(s, 0), EBUSY);
+  EXPECT_EQ(coro_sched_set_stack_size(s, SIZE_MAX), EINVAL)
+      << "a bad size is still a bad size";
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// More than 65,536 coroutines suspended at once — more than the process may
+// have memory mappings (vm.max_map_count, 65,530 here), so impossible with
+// a guarded stack (two mappings) each. Each member yields twice; a post
+// queued behind them all runs when every one of them has started and is
+// suspended, and counts the mappings: far fewer than the coroutines.
+struct Crowd {
+  long members = 0;
+  long started = 0, finished = 0;
+  long alive_at_census = -1;
+  long started_at_census = -1;
+  std::size_t mappings_at_census = 0;
+};
+
+void* CrowdMember(void* arg) {
+  auto* crowd = static_cast<Crowd*>(arg);
+  ++crowd->started;
+  coro_yield();
+  coro_yield();
+  ++crowd->finished;
+  return nullptr;
+}
+
+void Census(coro_sched* s, void* arg) {
+  auto* crowd = static_cast<Crowd*>(arg);
+  crowd->alive_at_census = static_cast<long>(coro_sched_alive(s));
+  crowd->started_at_census = crowd->started;
+  crowd->mappings_at_census = CountMappings();
+}
+
+// How many coroutines the crowd test suspends at once: 70,000 in a normal
+// run (more than 65,536), and under AddressSanitizer and UBSan. Fewer under
+// the tools that pay per stack, showing the same behaviour at a smaller
+// scale:
+// - Valgrind keeps the registered stacks in a list that it searches on
+//   every stack switch: 70,000 would take hours. 3,000.
+// - ThreadSanitizer makes a fiber for every coroutine (a few milliseconds
+//   each, and at most 8,128 fibers and threads may exist at once). 1,000.
+long CrowdSize() {
+  if (coro_test::UnderValgrind()) return 3000;
+  if (coro_test::kThreadSanitizer) return 1000;
+  return 70000;
+}
+
+TEST(DenseStacks, SeventyThousandSuspendedCoroutinesFit) {
+  const long n = CrowdSize();
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(coro_sched_use_dense_stacks(s), 0);
+  ASSERT_EQ(coro_sched_set_stack_size(s, 16 * KiB), 0);
+  const std::size_t before = CountMappings();
+  Crowd crowd;
+  crowd.members = n;
+  for (long i = 0; i < n; ++i) ASSERT_EQ(coro_go(s, CrowdMember, &crowd), 0) << i;
+  ASSERT_EQ(coro_post(s, Census, &crowd), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+
+  EXPECT_EQ(crowd.started_at_census, n);
+  EXPECT_EQ(crowd.alive_at_census, n);
+  EXPECT_EQ(crowd.finished, n);
+  // One region maps 1,024 stacks; allow as much again for the allocator.
+  // (ThreadSanitizer maps memory of its own for every fiber, one per
+  // coroutine: under it the count says nothing about the library.)
+  const std::size_t regions = static_cast<std::size_t>(n) / 1024 + 1;
+  if (!coro_test::kThreadSanitizer) {
+    EXPECT_LE(crowd.mappings_at_census, before + 2 * regions + 64)
+        << n << " suspended coroutines";
+  }
+  EXPECT_EQ(coro_sched_alive(s), 0u);
+
+  // Their stacks are kept: a second crowd maps nothing new.
+  const std::size_t after_first = CountMappings();
+  Crowd again;
+  again.members = n;
+  for (long i = 0; i < n; ++i) ASSERT_EQ(coro_go(s, CrowdMember, &again), 0) << i;
+  ASSERT_EQ(coro_post(s, Census, &again), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(again.finished, n);
+  if (!coro_test::kThreadSanitizer) {
+    EXPECT_LE(again.mappings_at_census, after_first + 8);
+  }
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// Dense coroutines are ordinary coroutines otherwise: order, priorities,
+// joinable results.
+TEST(DenseStacks, CoroutinesBehaveAsUsual) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(coro_sched_use_dense_stacks(s), 0);
+  Log log;
+  Task a{"A", 1, &log,
+         [](Task*, int step) {
+           if (step == 1) {
+             EXPECT_EQ(coro_set_priority(coro_self(), -1), 0);
+           }
+         },
+         nullptr};
+  Task b{"B", 2, &log, nullptr, &log};
+  Note p{"P", &log, nullptr};
+  ASSERT_EQ(coro_go(s, TaskBody, &a), 0);
+  coro* bh = coro_spawn(s, TaskBody, &b);
+  ASSERT_NE(bh, nullptr);
+  ASSERT_EQ(coro_post(s, NotePost, &p), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(Join(log), "A1 B1 P B2 B3 A2");
+  EXPECT_EQ(coro_result(bh), &log);
+  EXPECT_EQ(coro_destroy(bh), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// ---------------------------------------------------------------------------
+// A dense stack overflow (death tests: each runs in a child process).
+//
+// Dense stacks have no guard page: an overflow runs into the stack below,
+// which belongs to another coroutine of the same region and is writable.
+// The canary at the bottom of every dense stack is checked when the
+// coroutine switches out (yields or returns); a damaged one aborts with the
+// "stack overflow" message. Two coroutines are queued so that the one that
+// overflows has a neighbour below it in the region (the first carved stack
+// is at the region's low end): its overflow lands in mapped memory.
+
+// A 20 KiB local array, every byte written, in a coroutine whose stack is
+// 16 KiB: the array spans the bottom of the stack — the canary — and
+// reaches about 4 KiB into the neighbour's stack below. (Writing every byte
+// matters: an overflow that skips the canary word is not detected, as the
+// lesson says. Deep recursion would skip the gaps between its frames.)
+NOINLINE int OverrunTheStack() {
+  volatile unsigned char big[20 * 1024];
+  for (std::size_t i = 0; i < sizeof big; ++i) big[i] = 0xA5;
+  return big[0] + big[sizeof big - 1];
+}
+
+volatile int g_sink;
+
+// Overruns its stack and comes back; then yields (if `arg` is non-null) or
+// returns: either switch out checks the canary.
+void* OverflowThenSwitchOut(void* arg) {
+  g_sink = OverrunTheStack();
+  if (arg != nullptr) coro_yield();
+  return nullptr;
+}
+
+void OverflowADenseStack(bool yield) {
+  coro_sched* s = coro_sched_create();
+  if (s == nullptr || coro_sched_use_dense_stacks(s) != 0 ||
+      coro_sched_set_stack_size(s, 16 * KiB) != 0) {
+    std::fprintf(stderr, "set-up failed\n");
+    std::_Exit(2);
+  }
+  // The neighbour below: carved first, so lower in the region.
+  coro_go(s, ReturnArg, nullptr);
+  coro_go(s, OverflowThenSwitchOut, yield ? s : nullptr);
+  coro_sched_run(s);
+  std::fprintf(stderr, "no abort: the overflow went unnoticed\n");
+  std::_Exit(3);
+}
+
+class DenseStackOverflowDeathTest : public ::testing::Test {
+ protected:
+  void SetUp() override { coro_test::UseThreadsafeDeathTests(); }
+};
+
+TEST_F(DenseStackOverflowDeathTest, CanaryAbortsWhenTheCoroutineYields) {
+  EXPECT_EXIT(OverflowADenseStack(true), ::testing::KilledBySignal(SIGABRT),
+              "stack overflow in coroutine 0x[0-9a-f]+ \\(stack 16384 bytes\\)");
+}
+
+TEST_F(DenseStackOverflowDeathTest, CanaryAbortsWhenTheCoroutineReturns) {
+  EXPECT_EXIT(OverflowADenseStack(false), ::testing::KilledBySignal(SIGABRT),
+              "stack overflow in coroutine 0x[0-9a-f]+ \\(stack 16384 bytes\\)");
+}
+
+// ===========================================================================
+// Random operations checked against a model
+// ===========================================================================
+//
+// A seeded PRNG draws operations: go a coroutine that runs k steps (yielding
+// between them), spawn one (destroyed later), post, change a priority (its
+// own, inside a coroutine; another's from outside), step the pump, run it
+// dry. Operations happen on the thread and inside the coroutines and posts
+// themselves. Every resume and every post appends its id to a log as it
+// starts; a model predicts each one.
+//
+// The model is a ready queue written the obvious way, independent of the
+// library's: a std::map from priority (highest first) to a std::deque
+// (first in, first out). It follows the contract's rules: new coroutines
+// and posts are queued at 0 (a new coroutine's priority is 0); a coroutine
+// that yields is queued at its current priority; a priority set on a
+// queued coroutine changes nothing until it is queued again. It also keeps
+// the counts: alive coroutines (checked against coro_sched_alive()) and
+// pending posts (under a post limit, it predicts every EAGAIN), and the
+// state of every joinable handle (predicting coro_destroy's answer).
+
+class ModelQueue {
+ public:
+  void Push(int id, int priority) {
+    levels_[priority].push_back(id);
+    ++size_;
+  }
+  bool empty() const { return size_ == 0; }
+  // The next item to run: the front of the highest priority.
+  int Pop() {
+    auto level = levels_.begin();
+    const int id = level->second.front();
+    level->second.pop_front();
+    if (level->second.empty()) levels_.erase(level);
+    --size_;
+    return id;
+  }
+
+ private:
+  std::map<int, std::deque<int>, std::greater<int>> levels_;
+  std::size_t size_ = 0;
+};
+
+struct RandomWorld;
+
+struct RandomCoro {
+  int id = 0;
+  int yields_left = 0;
+  int priority = 0;  // what the model believes it is
+  bool joinable = false;
+  bool finished = false;
+  coro* handle = nullptr;  // known from coro_spawn, or once it has run
+  RandomWorld* world = nullptr;
+};
+
+struct RandomPost {
+  int id = 0;
+  RandomWorld* world = nullptr;
+};
+
+struct RandomWorld {
+  static constexpr std::size_t kMaxPosts = 5;   // the scheduler's post limit
+  static constexpr long kMaxAlive = 40;         // creations wait below this
+  static constexpr int kMinPriority = -2, kMaxPriority = 2;
+
+  coro_sched* s = nullptr;
+  coro_test::Prng prng{0x5c4ed01e};
+  ModelQueue model;
+  std::map<int, RandomCoro> coros;     // by id; std::map keeps addresses
+  std::map<int, RandomPost> posts;     // by (negated) id
+  std::vector<int> live;               // coroutines not finished
+  std::vector<int> joinable;           // spawned, not destroyed
+  int running = 0;                     // id of the running coroutine
+  long alive = 0, posts_pending = 0;
+  long posts_accepted = 0, posts_refused = 0, posts_run = 0;
+  long destroys = 0, priority_changes = 0, yields = 0, ops = 0;
+  int next_id = 1;
+  std::vector<int> ran, predicted;
+  bool failed = false;
+
+  // An item starts running: it must be the one the model has at the front.
+  void Starts(int id) {
+    ++ops;
+    ran.push_back(id);
+    if (model.empty()) {
+      Fail() << "item " << id << " ran, but the model's queue is empty";
+      return;
+    }
+    predicted.push_back(model.Pop());
+    if (predicted.back() != id)
+      Fail() << "item " << id << " ran, the model predicted "
+             << predicted.back() << " (run #" << ran.size() << ")";
+  }
+
+  // Marks the test failed; the first failure's message is reported (later
+  // ones are consequences). Usage: Fail() << "what went wrong";
+  ::testing::Message& Fail() {
+    failed = true;
+    if (first_failure_) {
+      first_failure_ = false;
+      return message_;
+    }
+    return ignored_;
+  }
+  void Report() {
+    if (failed && !reported_) {
+      ADD_FAILURE() << message_;
+      reported_ = true;
+    }
+  }
+
+  void CheckAlive(const char* where) {
+    if (static_cast<long>(coro_sched_alive(s)) != alive)
+      Fail() << where << ": coro_sched_alive " << coro_sched_alive(s)
+             << ", the model counts " << alive;
+  }
+
+  // One operation that can be done anywhere: on the thread, in a post, or
+  // in coroutine `self` (nullptr elsewhere).
+  void RandomAction(RandomCoro* self) {
+    ++ops;
+    switch (prng.Below(8)) {
+      case 0:
+      case 1: {  // go or spawn a coroutine of 0..3 yields
+        if (alive >= kMaxAlive) break;
+        const bool spawn = prng.Below(2) == 0;
+        const int id = next_id++;
+        RandomCoro& c = coros[id];
+        c.id = id;
+        c.yields_left = static_cast<int>(prng.Below(4));
+        c.joinable = spawn;
+        c.world = this;
+        if (spawn) {
+          c.handle = coro_spawn(s, Body, &c);
+          if (c.handle == nullptr) {
+            Fail() << "coro_spawn failed, errno " << errno;
+            return;
+          }
+          joinable.push_back(id);
+        } else if (const int rc = coro_go(s, Body, &c); rc != 0) {
+          Fail() << "coro_go: " << rc;
+          return;
+        }
+        model.Push(id, 0);
+        live.push_back(id);
+        ++alive;
+        break;
+      }
+      case 2:
+      case 3: {  // post; under the limit it may be refused
+        const int id = -(next_id++);
+        RandomPost& p = posts[id];
+        p.id = id;
+        p.world = this;
+        const int expected =
+            posts_pending >= static_cast<long>(kMaxPosts) ? EAGAIN : 0;
+        const int rc = coro_post(s, PostFn, &p);
+        if (rc != expected) {
+          Fail() << "coro_post: " << rc << ", the model expects " << expected;
+          return;
+        }
+        if (rc == 0) {
+          model.Push(id, 0);
+          ++posts_pending;
+          ++posts_accepted;
+        } else {
+          ++posts_refused;
+          posts.erase(id);
+        }
+        break;
+      }
+      case 4: {  // change a priority: its own in a coroutine, else another's
+        RandomCoro* target = self;
+        if (target == nullptr && !live.empty())
+          target = &coros[live[prng.Below(live.size())]];
+        if (target == nullptr || target->handle == nullptr) break;
+        const int priority = kMinPriority + static_cast<int>(prng.Below(
+                                                kMaxPriority - kMinPriority + 1));
+        if (const int rc = coro_set_priority(target->handle, priority); rc != 0) {
+          Fail() << "coro_set_priority: " << rc;
+          return;
+        }
+        target->priority = priority;
+        ++priority_changes;
+        if (coro_priority(target->handle) != priority)
+          Fail() << "coro_priority does not read back " << priority;
+        break;
+      }
+      case 5: {  // destroy a joinable: 0 once finished, EBUSY before
+        if (joinable.empty()) break;
+        const std::size_t k = prng.Below(joinable.size());
+        RandomCoro& c = coros[joinable[k]];
+        const coro_state state = coro_status(c.handle);
+        const coro_state expected_state =
+            c.finished ? CORO_DONE
+                       : (&c == self ? CORO_RUNNING : CORO_SUSPENDED);
+        if (state != expected_state)
+          Fail() << "coroutine " << c.id << " is in state " << state
+                 << ", the model expects " << expected_state;
+        if (c.finished && coro_result(c.handle) != &c)
+          Fail() << "coroutine " << c.id << " has the wrong result";
+        const int expected = c.finished ? 0 : EBUSY;
+        const int rc = coro_destroy(c.handle);
+        if (rc != expected) {
+          Fail() << "coro_destroy of " << c.id << ": " << rc
+                 << ", the model expects " << expected;
+          return;
+        }
+        if (rc == 0) {
+          ++destroys;
+          joinable[k] = joinable.back();
+          joinable.pop_back();
+          coros.erase(c.id);
+        }
+        break;
+      }
+      case 6: {  // the pump cannot be re-entered from inside it
+        if (coro_sched_self() == nullptr) break;  // on the thread: no-op
+        if (coro_sched_step(s)) Fail() << "step from inside the pump ran";
+        if (const int rc = coro_sched_run(s); rc != EPERM)
+          Fail() << "run from inside the pump: " << rc;
+        break;
+      }
+      case 7:
+        CheckAlive("check");
+        break;
+    }
+  }
+
+  static void* Body(void* arg) {
+    auto* c = static_cast<RandomCoro*>(arg);
+    RandomWorld* w = c->world;
+    for (;;) {
+      w->Starts(c->id);
+      if (w->failed) break;
+      if (c->handle == nullptr) c->handle = coro_self();
+      if (coro_self() != c->handle || coro_sched_self() != w->s)
+        w->Fail() << "coroutine " << c->id << " runs as someone else";
+      w->CheckAlive("in a coroutine");
+      for (int n = static_cast<int>(w->prng.Below(3)); n > 0 && !w->failed; --n)
+        w->RandomAction(c);
+      if (w->failed || c->yields_left == 0) break;
+      --c->yields_left;
+      ++w->yields;
+      w->model.Push(c->id, c->priority);
+      if (const int rc = coro_yield(); rc != 0) w->Fail() << "coro_yield: " << rc;
+    }
+    // Returning: no longer alive (the pump counts it out as it returns).
+    c->finished = true;
+    --w->alive;
+    for (std::size_t k = 0; k < w->live.size(); ++k) {
+      if (w->live[k] == c->id) {
+        w->live[k] = w->live.back();
+        w->live.pop_back();
+        break;
+      }
+    }
+    if (!c->joinable) w->coros.erase(c->id);  // the scheduler frees it
+    return c;
+  }
+
+  static void PostFn(coro_sched* sched, void* arg) {
+    auto* p = static_cast<RandomPost*>(arg);
+    RandomWorld* w = p->world;
+    const int id = p->id;
+    w->posts.erase(id);  // p is gone from here on
+    w->Starts(id);
+    --w->posts_pending;  // running: no longer pending
+    ++w->posts_run;
+    if (w->failed) return;
+    if (sched != w->s || coro_sched_self() != w->s || coro_self() != nullptr)
+      w->Fail() << "post " << id << " runs in the wrong place";
+    w->CheckAlive("in a post");
+    for (int n = static_cast<int>(w->prng.Below(3)); n > 0 && !w->failed; --n)
+      w->RandomAction(nullptr);
+  }
+
+ private:
+  ::testing::Message message_, ignored_;
+  bool first_failure_ = true, reported_ = false;
+};
+
+TEST(Random, OperationsMatchAModelOfTheQueue) {
+  // 150,000 operations; a tenth under Valgrind and ThreadSanitizer (where
+  // each coroutine started costs a fiber, see Coroutines()).
+  const long kOps =
+      coro_test::kThreadSanitizer ? 15000 : Iterations(150000);
+  RandomWorld w;
+  w.s = coro_sched_create_limit(RandomWorld::kMaxPosts);
+  ASSERT_NE(w.s, nullptr);
+  long steps = 0, runs = 0;
+
+  while (w.ops < kOps && !w.failed) {
+    const std::uint64_t r = w.prng.Below(100);
+    if (r < 40) {
+      w.RandomAction(nullptr);
+    } else if (r < 99) {  // one step of the pump
+      ++w.ops;
+      ++steps;
+      const bool expected = !w.model.empty();
+      if (coro_sched_step(w.s) != expected)
+        w.Fail() << "coro_sched_step said " << !expected;
+    } else {  // run it dry
+      ++w.ops;
+      ++runs;
+      if (const int rc = coro_sched_run(w.s); rc != 0)
+        w.Fail() << "coro_sched_run: " << rc;
+      if (!w.model.empty() || w.alive != 0 || w.posts_pending != 0)
+        w.Fail() << "run returned with work left in the model";
+    }
+    w.CheckAlive("on the thread");
+  }
+  w.Report();
+
+  // Drain (bodies stop early if the test already failed), then every
+  // joinable is finished and can be destroyed.
+  EXPECT_EQ(coro_sched_run(w.s), 0);
+  w.Report();
+  EXPECT_EQ(coro_sched_alive(w.s), 0u);
+  for (int id : w.joinable) {
+    RandomCoro& c = w.coros[id];
+    EXPECT_EQ(coro_status(c.handle), CORO_DONE);
+    EXPECT_EQ(coro_result(c.handle), &c);
+    EXPECT_EQ(coro_destroy(c.handle), 0);
+  }
+  EXPECT_EQ(coro_sched_destroy(w.s), 0);
+
+  EXPECT_EQ(w.ran, w.predicted);
+  EXPECT_EQ(w.posts_run, w.posts_accepted) << "an accepted post was dropped";
+  EXPECT_GE(w.ops, kOps);
+  // The mix really happened (guards against a test that tests nothing).
+  EXPECT_GT(w.posts_refused, 0);
+  EXPECT_GT(w.priority_changes, kOps / 40);
+  EXPECT_GT(w.destroys, kOps / 40);
+  EXPECT_GT(w.yields, kOps / 20);
+  EXPECT_GT(runs, kOps / 1000);
+  std::printf("random: %ld ops, %zu items ran, %ld steps, %ld runs, %ld yields, "
+              "%ld posts (%ld refused), %ld priority changes, %ld destroys\n",
+              w.ops, w.ran.size(), steps, runs, w.yields, w.posts_accepted,
+              w.posts_refused, w.priority_changes, w.destroys);
+}
+
+}  // namespace
