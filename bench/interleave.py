@@ -2,7 +2,8 @@
 """Run benchmark binaries interleaved round by round; print one table.
 
     interleave.py [--rounds N] [--round-ms MS] [--raw] [--title TEXT]
-                  [--row-header TEXT] [--label NAME=TEXT]... [--ratio A/B]...
+                  [--row-header TEXT] [--label NAME=TEXT]... [--rates]
+                  [--ratio A/B[<=X|>=X]]... [--rate-ratio A/B[<=X|>=X]]...
                   NAME=BINARY...
 
 Each BINARY is a program built on bench/harness.c. All of them are started
@@ -13,7 +14,12 @@ process, a frequency change) hits every binary alike instead of spoiling
 one binary's figures. The starting binary rotates from round to round.
 
 The table gives, per binary, the median of its rounds and the fastest and
-slowest round; each --ratio A/B line gives median(A) / median(B).
+slowest round; each --ratio A/B line gives median(A) / median(B) (times,
+so below 1 means A is faster). --rates adds a column of units per second
+(from the median), and each --rate-ratio A/B line gives A's rate / B's
+rate, i.e. median(B) / median(A). A ratio may carry a target, as in
+--ratio 'wake/condvar<=1.5' or --rate-ratio 'post/queue>=2': its line then
+says whether the target is met (a report, never an exit status).
 When the binaries report different units (ns per switch, per coroutine,
 per thread), the table says each row's unit. --row-header names the first
 column (default "back-end"); --raw also prints every line the binaries
@@ -21,6 +27,7 @@ printed. Standard library only.
 """
 
 import argparse
+import re
 import statistics
 import subprocess
 import sys
@@ -79,6 +86,18 @@ class Binary:
         return statistics.median(self.per_unit)
 
 
+RATIO = re.compile(r"^([^/<>=]+)/([^/<>=]+?)(?:(<=|>=)([0-9.]+))?$")
+
+
+def parse_ratio(text):
+    """'a/b' -> ('a', 'b', None, None); 'a/b<=1.5' -> ('a', 'b', '<=', 1.5)."""
+    match = RATIO.match(text)
+    if match is None:
+        return None
+    a, b, op, value = match.groups()
+    return a, b, op, float(value) if value is not None else None
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9)
@@ -90,6 +109,9 @@ def parse_args(argv):
                         metavar="NAME=TEXT")
     parser.add_argument("--ratio", action="append", default=[],
                         metavar="A/B")
+    parser.add_argument("--rate-ratio", action="append", default=[],
+                        metavar="A/B")
+    parser.add_argument("--rates", action="store_true")
     parser.add_argument("binaries", nargs="+", metavar="NAME=BINARY")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.round_ms < 1:
@@ -98,9 +120,13 @@ def parse_args(argv):
         if "=" not in spec:
             parser.error(f"expected NAME=VALUE, got '{spec}'")
     names = [spec.split("=", 1)[0] for spec in args.binaries]
-    for ratio in args.ratio:
-        if ratio.count("/") != 1 or not set(ratio.split("/")) <= set(names):
-            parser.error(f"--ratio {ratio}: expected A/B with two of {names}")
+    for option, ratios in (("--ratio", args.ratio),
+                           ("--rate-ratio", args.rate_ratio)):
+        for ratio in ratios:
+            parsed = parse_ratio(ratio)
+            if parsed is None or not set(parsed[:2]) <= set(names):
+                parser.error(f"{option} {ratio}: expected A/B with two of "
+                             f"{names}, optionally followed by <=X or >=X")
     return args
 
 
@@ -113,6 +139,27 @@ def run_interleaved(binaries, rounds):
 
 def plural(unit):
     return unit + ("es" if unit.endswith(("s", "sh", "ch", "x")) else "s")
+
+
+def rate(binary):
+    """Units per second at the median, e.g. '1.52M items/s'."""
+    per_second = 1e9 / binary.median
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if per_second >= scale:
+            return f"{per_second / scale:.3g}{suffix} {plural(binary.unit)}/s"
+    return f"{per_second:.3g} {plural(binary.unit)}/s"
+
+
+def ratio_line(a, b, value, op, target, what=""):
+    """One ratio line, with its target if it has one."""
+    if value >= 0.1:
+        text = f"  {a} / {b}{what}: {value:.2f}x"
+    else:  # far below 1: say how many times faster, too
+        text = f"  {a} / {b}{what}: {value:.2g}x (1/{1 / value:.0f})"
+    if op is not None:
+        met = value <= target if op == "<=" else value >= target
+        text += f"; target {op} {target:g}: {'met' if met else 'NOT met'}"
+    return text
 
 
 def print_table(args, binaries):
@@ -140,18 +187,23 @@ def print_table(args, binaries):
                          f"{b.units_per_round} {plural(b.unit)}"))
     # Text columns (the name, and the unit if any) left, numbers right.
     text_columns = 1 if len(rows[0]) == 5 else 2
+    if args.rates:
+        rows[0] = rows[0] + ("per second (median)",)
+        for i, b in enumerate(binaries, start=1):
+            rows[i] = rows[i] + (rate(b),)
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
     for row in rows:
         cells = [cell.ljust(w) if c < text_columns else cell.rjust(w)
                  for c, (cell, w) in enumerate(zip(row, widths))]
         print("  " + "  ".join(cells))
     for ratio in args.ratio:
-        a, b = ratio.split("/", 1)
+        a, b, op, target = parse_ratio(ratio)
         value = by_name[a].median / by_name[b].median
-        if value >= 0.1:
-            print(f"  {a} / {b}: {value:.2f}x")
-        else:  # far below 1: say how many times faster, too
-            print(f"  {a} / {b}: {value:.2g}x (1/{1 / value:.0f})")
+        print(ratio_line(a, b, value, op, target))
+    for ratio in args.rate_ratio:
+        a, b, op, target = parse_ratio(ratio)
+        value = by_name[b].median / by_name[a].median
+        print(ratio_line(a, b, value, op, target, ", per second"))
     modes = sorted({b.mode for b in binaries})
     if modes != ["opt"]:
         print(f"  note: built with -c {'/'.join(modes)}, so the library "
