@@ -152,12 +152,14 @@ static void *condvar_thread(void *arg) {
 
 static void print_row(const char *label, const measure *m, uint64_t woken) {
     double percent = 100.0 * (double)m->cpu_ns / (double)m->wall_ns;
-    char after[32] = "-";
+    char after[32] = "-", share[32] = "< 0.001%";
+    if (percent >= 0.001)
+        snprintf(share, sizeof share, "%.3f%%", percent);
     if (m->woke_at != 0)
         snprintf(after, sizeof after, "%.0f us",
                  (double)(m->woke_at - woken) / 1e3);
-    printf("  %-56s %8.3f %9.3g%% %10s   %s\n", label, m->cpu_ns / 1e6,
-           percent, after, percent <= TARGET_PERCENT ? "met" : "NOT met");
+    printf("  %-56s %8.3f %10s %10s   %s\n", label, m->cpu_ns / 1e6,
+           share, after, percent <= TARGET_PERCENT ? "met" : "NOT met");
 }
 
 int main(int argc, char **argv) {

@@ -37,7 +37,7 @@ typedef struct {
     coro_sched *a;        /* this thread's scheduler */
     coro *_Atomic ping;   /* the round's ping, on A */
     coro *_Atomic pong;   /* on B, for the whole run */
-    uint64_t rounds_trips;/* this round's n */
+    uint64_t round_trips; /* this round's n */
     uint64_t asked;       /* round trips asked for, in total */
     uint64_t pings;       /* round trips ping finished */
     uint64_t pongs;       /* wakes pong answered (thread B only) */
@@ -50,7 +50,7 @@ static void *ping_fn(void *arg) {
     state *p = arg;
     coro *pong = atomic_load(&p->pong);
     atomic_store(&p->ping, coro_self());
-    for (uint64_t i = 0; i < p->rounds_trips; i++) {
+    for (uint64_t i = 0; i < p->round_trips; i++) {
         if (coro_wake(pong) != 0 || coro_park() != 0)
             abort();
         p->pings++;
@@ -116,7 +116,7 @@ static int setup(void *ctx) {
 /* n round trips: 2n one-way wakes. */
 static void ping_pong(void *ctx, uint64_t n) {
     state *p = ctx;
-    p->rounds_trips = n;
+    p->round_trips = n;
     if (coro_go(p->a, ping_fn, p) != 0 || coro_sched_run(p->a) != 0)
         abort();
     p->asked += n;

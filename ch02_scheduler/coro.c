@@ -35,6 +35,7 @@ struct coro_thread {
     void *asan_fake_stack;
     const void *stack_bottom; /* the thread's own stack, learnt on the */
     size_t stack_size;        /* first switch away from it */
+    bool leaving_own_stack;   /* the switch in progress starts there */
 #endif
 #ifdef CORO_TSAN
     void *tsan_fiber;
@@ -102,6 +103,7 @@ static void tools_before_switch(struct coro_thread *t, coro *from, coro *to)
     void **fake = from ? &from->asan_fake_stack : &t->asan_fake_stack;
     bool finished = from && from->state == CORO_DONE;
 
+    t->leaving_own_stack = from == NULL;
     if (to)
         __sanitizer_start_switch_fiber(finished ? NULL : fake,
                                        to->stack_lo, to->stack_size);
@@ -130,7 +132,7 @@ static void tools_after_switch(struct coro_thread *t, coro *self)
     __sanitizer_finish_switch_fiber(
         self ? self->asan_fake_stack : t->asan_fake_stack,
         &came_from_bottom, &came_from_size);
-    if (self && self->resumer == NULL) {
+    if (t->leaving_own_stack) {
         t->stack_bottom = came_from_bottom;
         t->stack_size = came_from_size;
     }

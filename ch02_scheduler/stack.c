@@ -183,11 +183,30 @@ static struct sigaction previous_segv, previous_bus;
 static size_t overflow_page; /* the page size, read safely in the handler */
 static _Thread_local bool has_altstack; /* this thread has a signal stack */
 
+enum { ALTSTACK_SIZE = 64 * 1024 };
+
+/* A thread-exit destructor unmaps the alternate stacks we mapped. */
+static pthread_once_t altstack_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t altstack_key;
+
+static void altstack_release(void *stack)
+{
+    stack_t off = {.ss_flags = SS_DISABLE};
+
+    if (sigaltstack(&off, NULL) == 0)
+        munmap(stack, ALTSTACK_SIZE);
+}
+
+static void altstack_key_create(void)
+{
+    (void)pthread_key_create(&altstack_key, altstack_release);
+}
+
 /* Alternate signal stacks are mmap'd (not malloc'd) and live as long as
  * their thread. A thread that already has one keeps its own. */
 static int altstack_ensure(void)
 {
-    const size_t size = 64 * 1024;
+    const size_t size = ALTSTACK_SIZE;
     stack_t current, alt;
 
     if (has_altstack)
@@ -208,6 +227,8 @@ static int altstack_ensure(void)
         return err;
     }
     has_altstack = true;
+    pthread_once(&altstack_key_once, altstack_key_create);
+    pthread_setspecific(altstack_key, alt.ss_sp); /* released at exit */
     return 0;
 }
 

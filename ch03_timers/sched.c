@@ -444,13 +444,15 @@ static int pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
         uint64_t wake_at;
 
         fire_due_timers(s);
+        /* Checked on every turn, not only when idle: coroutines that keep
+         * yielding must not keep run_until past its deadline. */
+        if (until_deadline && deadline <= coro_now())
+            return ETIMEDOUT;
         if (run_one(s))
             continue;
         wake_at = coro__timers_next(&s->timers);
         if (wake_at == CORO_FOREVER && !until_deadline)
             return EDEADLK;
-        if (until_deadline && deadline <= coro_now())
-            return ETIMEDOUT;
         sleep_until(wake_at < deadline ? wake_at : deadline);
     }
     return 0;

@@ -756,10 +756,11 @@ int coro_event_destroy(coro_event *e);
 /**
  * @brief Free the calling thread's per-thread library state.
  *
- * Call it before a thread that used coroutines exits, to release its
- * alternate signal stack (see coro_overflow_handler_install()). The thread
- * must have no coroutine running; if one is, nothing is freed. Using
- * coroutines on the thread again afterwards is allowed.
+ * Releases the thread's alternate signal stack (see
+ * coro_overflow_handler_install()) now rather than when the thread exits:
+ * for a long-lived thread that is done with coroutines. The thread must
+ * have no coroutine running; if one is, nothing is freed. Using coroutines
+ * on the thread again afterwards is allowed.
  *
  * Thread-safety: acts on the calling thread.
  */

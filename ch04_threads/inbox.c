@@ -26,7 +26,7 @@
  * Two sequentially consistent steps on each side close it:
  *
  *   owner:    sleeping = 1;  if (inbox empty) futex_wait(wake_seq, seen)
- *   producer: push;          if (sleeping)    wake_seq++, futex_wake
+ *   producer: push;          if (exchange(sleeping, 0)) wake_seq++, futex_wake
  *
  * In the single total order of seq_cst operations, either the owner's
  * check comes after the push (it sees the node and does not sleep), or the
@@ -58,7 +58,10 @@ void coro__inbox_push(coro_inbox *in, coro_remote *node)
     } while (!atomic_compare_exchange_weak_explicit(
         &in->head, &head, node, memory_order_seq_cst, memory_order_relaxed));
 
-    if (atomic_load_explicit(&in->sleeping, memory_order_seq_cst)) {
+    /* Exchange, not load: the first producer to find the owner asleep
+     * clears the flag and makes the one futex_wake; the others see false
+     * and skip the system call. */
+    if (atomic_exchange_explicit(&in->sleeping, false, memory_order_seq_cst)) {
         atomic_fetch_add_explicit(&in->wake_seq, 1, memory_order_release);
         syscall(SYS_futex, &in->wake_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
     }

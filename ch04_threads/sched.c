@@ -49,6 +49,9 @@
  * space at the default size). Dense stacks are always kept. */
 enum { STACK_CACHE_MAX = 1024 };
 
+/* Run posts kept for reuse, at most. */
+enum { SPARE_POSTS_MAX = 1024 };
+
 /* One priority's FIFO of ready entries. */
 struct ready_level {
     int priority;
@@ -86,6 +89,7 @@ struct coro_sched {
     size_t max_posts;           /* SIZE_MAX: unlimited (never changes) */
     _Atomic size_t posts_rejected; /* shared: refused with EAGAIN */
     struct post *spare_posts;
+    size_t spare_count;         /* entries in spare_posts */
 
     /* Other threads' requests, and those the pump could not take in yet
      * for lack of memory (it retries; nothing accepted is dropped). */
@@ -402,10 +406,12 @@ int coro_post(coro_sched *s, coro_post_fn fn, void *arg)
     if (local && levels_reserve(s, alive_count(s) + posts_pending(s)) != 0)
         goto no_memory;
     p = local ? s->spare_posts : NULL;
-    if (p != NULL)
+    if (p != NULL) {
         s->spare_posts = p->next_free;
-    else if ((p = malloc(sizeof *p)) == NULL)
+        s->spare_count--;
+    } else if ((p = malloc(sizeof *p)) == NULL) {
         goto no_memory;
+    }
     p->ready.coroutine = NULL;
     p->fn = fn;
     p->arg = arg;
@@ -593,8 +599,13 @@ static void run_post(coro_sched *s, struct post *p)
     coro_post_fn fn = p->fn;
     void *arg = p->arg;
 
-    p->next_free = s->spare_posts;
-    s->spare_posts = p;
+    if (s->spare_count < SPARE_POSTS_MAX) {
+        p->next_free = s->spare_posts;
+        s->spare_posts = p;
+        s->spare_count++;
+    } else {
+        free(p); /* posts from other threads arrive malloc'd: do not hoard */
+    }
     post_unadmit(s);
     fn(s, arg);
 }
@@ -657,10 +668,12 @@ static int pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
 
         drain_inbox(s);
         fire_due_timers(s);
-        if (run_one(s))
-            continue;
+        /* Checked on every turn, not only when idle: coroutines that keep
+         * yielding must not keep run_until past its deadline. */
         if (until_deadline && deadline <= coro_now())
             return ETIMEDOUT;
+        if (run_one(s))
+            continue;
         wake_at = coro__timers_next(&s->timers);
         coro__inbox_wait(&s->inbox, wake_at < deadline ? wake_at : deadline);
     }

@@ -202,6 +202,23 @@ static _Thread_local void *own_altstack; /* ...that we mapped (or NULL) */
 
 enum { ALTSTACK_SIZE = 64 * 1024 };
 
+/* A thread-exit destructor unmaps the alternate stacks we mapped. */
+static pthread_once_t altstack_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t altstack_key;
+
+static void altstack_release(void *stack)
+{
+    stack_t off = {.ss_flags = SS_DISABLE};
+
+    if (sigaltstack(&off, NULL) == 0)
+        munmap(stack, ALTSTACK_SIZE);
+}
+
+static void altstack_key_create(void)
+{
+    (void)pthread_key_create(&altstack_key, altstack_release);
+}
+
 /* Alternate signal stacks are mmap'd (not malloc'd) and live as long as
  * their thread. A thread that already has one keeps its own. */
 static int altstack_ensure(void)
@@ -228,6 +245,8 @@ static int altstack_ensure(void)
     }
     has_altstack = true;
     own_altstack = alt.ss_sp;
+    pthread_once(&altstack_key_once, altstack_key_create);
+    pthread_setspecific(altstack_key, alt.ss_sp); /* released at exit */
     return 0;
 }
 
@@ -238,6 +257,7 @@ void coro_thread_detach(void)
     if (coro_self() != NULL)
         return; /* a coroutine runs on this thread: keep everything */
     if (own_altstack != NULL && sigaltstack(&off, NULL) == 0) {
+        pthread_setspecific(altstack_key, NULL); /* no release at exit */
         munmap(own_altstack, ALTSTACK_SIZE);
         own_altstack = NULL;
     }

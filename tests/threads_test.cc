@@ -504,8 +504,8 @@ void CountPost(coro_sched*, void* arg) {
 // in the order it posted them.
 TEST(CrossThreadPost, ManyProducersLoseNothingAndKeepEachThreadsOrder) {
   constexpr int kProducers = 4;
-  // ThreadSanitizer: 1/4; Valgrind (one thread at a time): 1/20.
-  const long per_producer = Reps(100000, 4, 20);
+  // ThreadSanitizer: 1/2; Valgrind (one thread at a time): 1/5.
+  const long per_producer = Reps(100000, 2, 5);
   coro_sched* s = coro_sched_create();
   ASSERT_NE(s, nullptr);
   PostLog log;
@@ -570,7 +570,7 @@ TEST(CrossThreadPost, ManyProducersLoseNothingAndKeepEachThreadsOrder) {
 TEST(CrossThreadPost, LimitHoldsAcrossThreadsAndNothingAcceptedIsDropped) {
   constexpr int kProducers = 3;
   constexpr size_t kLimit = 4;
-  const long per_producer = Reps(5000, 4, 20);
+  const long per_producer = Reps(5000, 2, 5);
   coro_sched* s = coro_sched_create_limit(kLimit);
   ASSERT_NE(s, nullptr);
   long ran = 0;  // owner thread only
@@ -669,7 +669,7 @@ TEST(CrossThreadGo, WakesAPollForThatSleepsWithNothingToDo) {
 // scheduler's thread, and stay there across yields, sleeps and parks.
 TEST(CrossThreadGo, CoroutinesRunOnTheOwnerThreadAndNeverMigrate) {
   constexpr int kSenders = 3;
-  const int per_sender = static_cast<int>(Reps(200, 2, 10));
+  const int per_sender = static_cast<int>(Reps(200, 1, 4));
   PumpThread owner;
   std::atomic<int> finished{0}, started_elsewhere{0}, migrated{0};
   std::vector<std::thread> senders;
@@ -778,8 +778,8 @@ void* PlayPingPong(void* arg) {
 }
 
 TEST(CrossThreadWake, PingPongBetweenTwoThreadsLosesNoWake) {
-  // ThreadSanitizer: 1/5; Valgrind (a thread switch per hand-off): 1/50.
-  const long rounds = Reps(100000, 5, 50);
+  // ThreadSanitizer: 1/2; Valgrind (a thread switch per hand-off): 1/10.
+  const long rounds = Reps(100000, 2, 10);
   PingPong game;
   game.rounds = rounds;
   Player players[2] = {{&game, 0}, {&game, 1}};
@@ -815,7 +815,7 @@ TEST(CrossThreadWake, PingPongBetweenTwoThreadsLosesNoWake) {
 // A plain thread and a coroutine take turns: the coroutine parks, the
 // thread wakes it; the thread waits for the coroutine's answer by spinning.
 TEST(CrossThreadWake, PingPongWithAPlainThreadLosesNoWake) {
-  const long rounds = Reps(100000, 5, 50);
+  const long rounds = Reps(100000, 2, 10);
   std::atomic<long> served{0};
   std::atomic<long> asked{0};
   std::atomic<coro*> server{nullptr};
@@ -860,7 +860,7 @@ TEST(CrossThreadWake, PingPongWithAPlainThreadLosesNoWake) {
 // permits never add up: after several wakes with no park, one park returns
 // 0 at once and the next one times out.
 TEST(CrossThreadWake, RacesWithTimedParksAndPermitsNeverAddUp) {
-  const long parks = Reps(20000, 5, 40);
+  const long parks = Reps(50000, 4, 20);
   std::atomic<coro*> target{nullptr};
   std::atomic<bool> racing_done{false}, waker_quiet{false};
   std::atomic<bool> want_permit_wakes{false}, permit_wakes_sent{false};
@@ -1182,7 +1182,7 @@ TEST(CrossThreadEvent, AutoSetFromAThirdThreadWakesExactlyOnePerSet) {
 // at once afterwards; an auto-reset set is consumed exactly once: by one
 // waiter, or left for the next wait.
 TEST(CrossThreadEvent, TimedWaitsRacingWithSetsFromOtherThreads) {
-  const long rounds = Reps(2000, 4, 20);
+  const long rounds = Reps(5000, 4, 10);
   PumpThread a, b;
   Prng rng(2024);
   long zero_returns = 0, timeouts = 0, model_errors = 0, bad_rc = 0;
@@ -1443,7 +1443,7 @@ TEST(Looper, LongNamesAreCutAndNoNameIsFine) {
 // called as soon as the producers are done, lets all of it finish.
 TEST(Looper, WorkFromSeveralThreadsRunsOnItAndStopFinishesIt) {
   constexpr int kProducers = 4;
-  const int per_producer = static_cast<int>(Reps(1000, 4, 20));
+  const int per_producer = static_cast<int>(Reps(1000, 2, 5));
   coro_looper* l = coro_looper_start("busy-looper");
   ASSERT_NE(l, nullptr);
   coro_sched* s = coro_looper_sched(l);
@@ -1561,7 +1561,7 @@ TEST(Looper, StopErrorsAndStoppingFromAnotherLooper) {
 
 // Start and stop loopers many times, with and without work in flight.
 TEST(Looper, StartAndStopManyTimes) {
-  const int rounds = static_cast<int>(Reps(50, 2, 5));
+  const int rounds = 50;
   Watchdog watchdog("looper start/stop");
   for (int round = 0; round < rounds; ++round) {
     coro_looper* l = coro_looper_start("churn");
@@ -1784,7 +1784,7 @@ TEST(Pool, GoOnPinsToTheGivenWorker) {
 // A coroutine started by the pool never changes thread, whatever it does:
 // yield, sleep, park with a timeout, block its thread for a moment.
 TEST(Pool, AStartedCoroutineNeverChangesThread) {
-  const int coroutines = static_cast<int>(Reps(400, 2, 10));
+  const int coroutines = static_cast<int>(Reps(400, 2, 4));
   coro_pool* p = coro_pool_create(4, false);
   ASSERT_NE(p, nullptr);
   std::atomic<int> moved{0}, finished{0}, on_caller{0};
@@ -2048,7 +2048,7 @@ TEST(PoolCall, ParksTheCallerAndResumesItOnItsOwnThreadWithTheResult) {
 // Many coroutines on two loopers call into one pool at once; each gets its
 // own answer and resumes on its own looper's thread.
 TEST(PoolCall, ManyCallersFromSeveralThreadsEachGetTheirOwnResult) {
-  const int per_looper = static_cast<int>(Reps(200, 2, 10));
+  const int per_looper = static_cast<int>(Reps(200, 2, 4));
   coro_pool* p = coro_pool_create(2, false);
   ASSERT_NE(p, nullptr);
   coro_looper* loopers[2] = {coro_looper_start("caller-a"),
@@ -2183,7 +2183,7 @@ TEST(PoolCall, DISABLED_LeavesNoWakePermitBehind) {
 
 // Create and destroy pools many times, with work in flight, both kinds.
 TEST(Pool, CreateAndDestroyManyTimes) {
-  const int rounds = static_cast<int>(Reps(50, 2, 5));
+  const int rounds = 50;
   Watchdog watchdog("pool create/destroy");
   for (int round = 0; round < rounds; ++round) {
     const bool use_caller = round % 2 == 1;

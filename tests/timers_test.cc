@@ -1291,7 +1291,7 @@ TEST_F(RunUntil, WithOnlyParkedCoroutinesWaitsForTheDeadline) {
 // DISABLED: chapter 3's pump_until (sched.c) checks the deadline only when
 // the ready queue is empty, so here run_until returns 0 after 3 s instead of
 // ETIMEDOUT after 50 ms. Reported; enable once fixed.
-TEST_F(RunUntil, DISABLED_ReturnsAtTheDeadlineEvenWhileWorkIsAlwaysReady) {
+TEST_F(RunUntil, ReturnsAtTheDeadlineEvenWhileWorkIsAlwaysReady) {
   bool stop = false;
   long turns = 0;
   const uint64_t give_up = coro_now() + 3 * CORO_SEC;
@@ -1783,8 +1783,8 @@ size_t ManyCoroutines() {
                                                          : n);
 }
 
-// 10,000 sleepers (fewer under Valgrind and TSan) with random durations under
-// 50 ms wake in deadline order, none early.
+// 10,000 sleepers (fewer under Valgrind and TSan) with random durations
+// under 50 ms wake in deadline order, none early.
 //
 // The library computes each deadline from its own clock read inside
 // coro_sleep(), a moment the test cannot see; so each sleeper's deadline is
@@ -1848,12 +1848,12 @@ TEST_F(Stress, TenThousandSleepersWakeInDeadlineOrder) {
   EXPECT_EQ(out_of_order, 0u);
 }
 
-// 10,000 parkers (fewer under Valgrind and TSan) until absolute deadlines on a
-// 0.5 ms grid (so about a hundred share each deadline) time out exactly in
-// (deadline, order parked) order. They start and wait at a Gate first. A
-// parker that got to park only after its deadline would time
-// out at once, without entering the timers; it is left out of the order
-// check (the test asserts that most are not).
+// 10,000 parkers (fewer under Valgrind and TSan) until absolute deadlines
+// on a 0.5 ms grid (so about a hundred share each deadline) time out exactly
+// in (deadline, order parked) order. They start and wait at a Gate first. A
+// parker that got to park only after its deadline would time out at once,
+// without entering the timers; it is left out of the order check (the test
+// asserts that most are not).
 TEST_F(Stress, TenThousandParkersTimeOutInDeadlineThenFifoOrder) {
   const size_t n = ManyCoroutines();
   struct Parker {
