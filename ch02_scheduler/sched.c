@@ -49,6 +49,7 @@ struct post {
 struct coro_sched {
     const void *owner;          /* the owning thread (coro__thread_id()) */
     bool pumping;               /* run or step is on the stack */
+    coro *pump_caller;          /* coro_self() where the pump was entered */
 
     /* The ready queue (see the invariant at the top of this file). */
     struct ready_level *levels; /* levels with entries, highest first */
@@ -343,6 +344,7 @@ static coro_sched *pump_enter(coro_sched *s)
     coro_sched *outer = pumping_now;
 
     s->pumping = true;
+    s->pump_caller = coro_self();
     pumping_now = s;
     return outer;
 }
@@ -420,6 +422,11 @@ coro_sched *coro_sched_self(void)
 {
     coro *c = coro_self();
 
+    /* In a post, the stack is the pump's: the running coroutine, if any,
+     * is the one that entered the pump (a coroutine of another scheduler
+     * pumping this one), so the answer is the pump's scheduler. */
+    if (pumping_now != NULL && c == pumping_now->pump_caller)
+        return pumping_now;
     if (c != NULL && c->sched != NULL)
         return c->sched;
     return pumping_now;

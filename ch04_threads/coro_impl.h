@@ -214,6 +214,10 @@ void coro__resume(coro *c);
  * started and not queued). Returns 0 or an errno value. */
 int coro__sched_destroy_coroutine(coro *c);
 
+/* Owner, for the pool: if nothing is ready, sleep until a request arrives
+ * or a timer is due — without running anything. */
+void coro__sched_idle_wait(coro_sched *s);
+
 /* ── The inbox (inbox.c) ──────────────────────────────────────────────── */
 
 /* A scheduler's inbox: a lock-free stack of requests, and the futex word
@@ -222,6 +226,7 @@ typedef struct coro_inbox {
     _Atomic(coro_remote *) head;
     _Atomic uint32_t wake_seq; /* the futex word: bumped to wake the owner */
     atomic_bool sleeping;      /* the owner is in (or about to enter) wait */
+    _Atomic int pushers;       /* pushes in progress */
 } coro_inbox;
 
 /* Any thread: add `node` and wake the owner if it sleeps. */
@@ -236,6 +241,9 @@ bool coro__inbox_empty(coro_inbox *in);
 /* Owner: sleep until a push or `deadline` (CORO_FOREVER: no deadline). May
  * return early; the caller looks again. */
 void coro__inbox_wait(coro_inbox *in, uint64_t deadline);
+
+/* Owner, before freeing the inbox: wait until no push is in progress. */
+void coro__inbox_quiesce(coro_inbox *in);
 
 /* ── Waiting (sched.c), for park.c and event.c ────────────────────────── */
 

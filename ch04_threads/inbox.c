@@ -41,6 +41,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -48,7 +49,13 @@
 
 void coro__inbox_push(coro_inbox *in, coro_remote *node)
 {
-    coro_remote *head = atomic_load_explicit(&in->head, memory_order_relaxed);
+    coro_remote *head;
+
+    /* Count ourselves in: once the node is in, the owner may run it to
+     * completion and want to destroy the scheduler while we still touch
+     * `sleeping` and the futex word. coro__inbox_quiesce() waits for us. */
+    atomic_fetch_add_explicit(&in->pushers, 1, memory_order_relaxed);
+    head = atomic_load_explicit(&in->head, memory_order_relaxed);
 
     /* seq_cst on success: the push must be ordered before our read of
      * `sleeping` below (see the top of this file). On failure `head` is
@@ -65,6 +72,15 @@ void coro__inbox_push(coro_inbox *in, coro_remote *node)
         atomic_fetch_add_explicit(&in->wake_seq, 1, memory_order_release);
         syscall(SYS_futex, &in->wake_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
     }
+    /* release: our last touches of the inbox come before the owner's
+     * acquire in coro__inbox_quiesce() (and so before any free). */
+    atomic_fetch_sub_explicit(&in->pushers, 1, memory_order_release);
+}
+
+void coro__inbox_quiesce(coro_inbox *in)
+{
+    while (atomic_load_explicit(&in->pushers, memory_order_acquire) != 0)
+        sched_yield(); /* a pusher is between its last two instructions */
 }
 
 coro_remote *coro__inbox_take(coro_inbox *in)

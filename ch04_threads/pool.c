@@ -7,8 +7,7 @@
  *                 scheduler   scheduler   scheduler    its own scheduler
  *                 (use_caller: the creating thread, inside coro_pool_wait)
  *
- * A worker takes queued coroutines when it has room — many when it is
- * idle, one per turn when it is busy — and starts them on its own
+ * A worker takes one queued coroutine per turn and starts it on its own
  * scheduler. From then on the coroutine belongs to that worker's thread
  * and never moves. So a worker stuck in a long blocking call takes
  * nothing more, and whatever is queued behind it goes to the others: the
@@ -30,8 +29,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-/* Coroutines a worker takes from the queue per turn: busy, idle. */
-enum { TAKE_WHEN_BUSY = 1, TAKE_WHEN_IDLE = 16 };
+/* A worker takes one queued coroutine per turn: taking more at once would
+ * tie the others to this worker even if the first one blocks it. */
+enum { TAKE_PER_TURN = 1 };
 
 /* Something handed to the pool: a coroutine to start, or a post. */
 struct pool_task {
@@ -199,21 +199,19 @@ static size_t take_tasks(struct pool_worker *w, size_t max)
     return taken;
 }
 
-/* One turn of a worker: take work, then run it, or sleep if there is none.
- * `ran_before`: how much the previous turn ran (0 = it was idle). */
-static size_t worker_turn(struct pool_worker *w, size_t ran_before)
+/* One turn of a worker: take a queued coroutine, run what is ready; with
+ * nothing at all to do, sleep until something arrives. `idle` is true
+ * only while the worker sleeps, so coro_pool_go() wakes a sleeping worker,
+ * never one busy (or blocked) running a coroutine. */
+static void worker_turn(struct pool_worker *w)
 {
-    size_t ran;
-
-    take_tasks(w, ran_before == 0 ? TAKE_WHEN_IDLE : TAKE_WHEN_BUSY);
+    take_tasks(w, TAKE_PER_TURN);
+    if (coro_sched_poll_until(w->sched, 0) > 0) /* run, do not sleep */
+        return;
     atomic_store(&w->idle, true);
-    if (atomic_load(&w->pool->queued) > 0 || atomic_load(&w->pool->stopping)) {
-        atomic_store(&w->idle, false);
-        return coro_sched_poll_until(w->sched, 0); /* run, do not sleep */
-    }
-    ran = coro_sched_poll_until(w->sched, CORO_FOREVER);
+    if (atomic_load(&w->pool->queued) == 0 && !atomic_load(&w->pool->stopping))
+        coro__sched_idle_wait(w->sched);
     atomic_store(&w->idle, false);
-    return ran;
 }
 
 /* ── Workers ──────────────────────────────────────────────────────────── */
@@ -232,7 +230,6 @@ static void *worker_main(void *arg)
 {
     struct pool_worker *w = arg;
     coro_pool *p = w->pool;
-    size_t ran = 0;
 
     this_worker = w;
     w->sched = coro_sched_create();
@@ -240,7 +237,7 @@ static void *worker_main(void *arg)
     if (w->sched == NULL)
         return NULL;
     while (!atomic_load(&p->stopping))
-        ran = worker_turn(w, ran);
+        worker_turn(w);
     do
         coro_sched_run(w->sched);
     while (coro_sched_destroy(w->sched) == EBUSY);
@@ -392,57 +389,49 @@ int coro_pool_post(coro_pool *p, coro_post_fn fn, void *arg)
 /* ── coro_pool_call ───────────────────────────────────────────────────── */
 
 /*
- * The call record lives on the caller's stack. The worker's last touch of
- * anything the caller owns is its coro_wake(); only after that does it
- * mark the record RELEASED. The caller leaves (and its stack frame, and
- * eventually the coroutine itself, can go) only once it sees RELEASED, so
- * the wake never lands on freed memory. Between DONE and RELEASED — a few
- * instructions on the worker — the caller yields instead of parking.
+ * The call record lives on the caller's stack, with a manual-reset event
+ * that the worker sets when the result is in. An event, not coro_wake():
+ * a wake that arrives before the caller parks would stay behind as a
+ * permit and make the caller's next, unrelated coro_park() return at once.
+ * Setting the event is the worker's last touch of the record: the caller
+ * cannot return (and its stack frame cannot go) before the set has
+ * released the event's lock and delivered the wake-up.
  */
-enum { CALL_RUNNING, CALL_DONE, CALL_RELEASED };
-
 struct pool_call {
     coro_fn fn;
     void *arg;
     void *result;
-    coro *caller;
-    _Atomic int state;
+    coro_event done;
 };
 
 static void *call_body(void *arg)
 {
     struct pool_call *call = arg;
-    coro *caller = call->caller;
 
     call->result = call->fn(call->arg);
-    atomic_store_explicit(&call->state, CALL_DONE, memory_order_release);
-    coro_wake(caller);
-    atomic_store_explicit(&call->state, CALL_RELEASED, memory_order_release);
+    coro_event_set(&call->done);
     return NULL;
 }
 
 int coro_pool_call(coro_pool *p, coro_fn fn, void *arg, void **result)
 {
-    struct pool_call call = {fn, arg, NULL, coro__scheduled_self(), CALL_RUNNING};
-    int state, err;
+    struct pool_call call = {fn, arg, NULL, {0}};
+    int err;
 
     if (p == NULL || fn == NULL)
         return EINVAL;
-    if (call.caller == NULL)
+    if (coro__scheduled_self() == NULL)
         return EPERM;
-    err = coro_pool_go(p, call_body, &call);
+    err = coro_event_init(&call.done, true, false);
     if (err != 0)
         return err;
-    while ((state = atomic_load_explicit(&call.state, memory_order_acquire))
-           != CALL_RELEASED) {
-        if (state == CALL_RUNNING)
-            coro_park(); /* a wake may be spurious: look again */
-        else
-            coro_yield(); /* DONE: the worker is finishing its wake */
-    }
-    if (result != NULL)
+    err = coro_pool_go(p, call_body, &call);
+    if (err == 0)
+        err = coro_event_await(&call.done); /* parks: the pump runs others */
+    coro_event_destroy(&call.done);
+    if (err == 0 && result != NULL)
         *result = call.result;
-    return 0;
+    return err;
 }
 
 /* ── Waiting and destroying ───────────────────────────────────────────── */
@@ -460,8 +449,6 @@ static bool may_wait(const coro_pool *p)
 
 int coro_pool_wait(coro_pool *p)
 {
-    size_t ran = 0;
-
     if (p == NULL)
         return EINVAL;
     if (!may_wait(p))
@@ -469,7 +456,7 @@ int coro_pool_wait(coro_pool *p)
     if (p->use_caller) {
         /* Work as worker 0 until everything handed in has finished. */
         while (atomic_load(&p->outstanding) > 0)
-            ran = worker_turn(&p->workers[0], ran);
+            worker_turn(&p->workers[0]);
         return 0;
     }
     pthread_mutex_lock(&p->lock);

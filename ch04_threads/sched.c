@@ -71,6 +71,7 @@ struct post {
 struct coro_sched {
     const void *owner;          /* the owning thread (coro__thread_id()) */
     bool pumping;               /* run or step is on the stack */
+    coro *pump_caller;          /* coro_self() where the pump was entered */
 
     /* The ready queue (see the invariant at the top of this file). */
     struct ready_level *levels; /* levels with entries, highest first */
@@ -103,11 +104,19 @@ struct coro_sched {
     coro_dense *dense;          /* non-NULL: dense stacks are on */
 };
 
-/* Coroutines alive: created (here or elsewhere) and not finished. */
+/* Coroutines alive: created (here or elsewhere) and not finished.
+ *
+ * A coroutine sent by another thread moves from `arriving` to
+ * `alive_local` in take_in(): alive_local += 1, then arriving -= 1 with
+ * release. Reading arriving first, with acquire, means: if we see the
+ * decrement, we also see the increment before it. So the sum may count
+ * the coroutine twice, never zero times. */
 static size_t alive_count(const coro_sched *s)
 {
-    return atomic_load_explicit(&s->alive_local, memory_order_relaxed) +
-           atomic_load_explicit(&s->arriving, memory_order_relaxed);
+    size_t arriving = atomic_load_explicit(&s->arriving, memory_order_acquire);
+
+    return arriving +
+           atomic_load_explicit(&s->alive_local, memory_order_relaxed);
 }
 
 /* Owner only: add `delta` (+1 or -1) to alive_local without an atomic
@@ -450,9 +459,8 @@ static bool take_in(coro_sched *s, coro_remote *r)
         if (reserve_one_more(s) != 0)
             return false;
         c = remote_coroutine(r);
-        alive_add(s, +1); /* counted here before it leaves `arriving`: */
-        atomic_fetch_sub_explicit(&s->arriving, 1, /* high, never low */
-                                  memory_order_relaxed);
+        alive_add(s, +1); /* counted here before it leaves `arriving` */
+        atomic_fetch_sub_explicit(&s->arriving, 1, memory_order_release);
         if (!c->detached)
             s->handles++;
         queue_coroutine(s, c);
@@ -637,6 +645,7 @@ static coro_sched *pump_enter(coro_sched *s)
 
     coro__overflow_prepare_thread(); /* coroutines run on this thread */
     s->pumping = true;
+    s->pump_caller = coro_self();
     pumping_now = s;
     return outer;
 }
@@ -755,6 +764,17 @@ size_t coro_sched_poll_until(coro_sched *s, uint64_t deadline)
     return ran;
 }
 
+void coro__sched_idle_wait(coro_sched *s)
+{
+    uint64_t wake_at;
+
+    if (s->ready_count > 0 || s->backlog != NULL)
+        return;
+    wake_at = coro__timers_next(&s->timers);
+    if (wake_at > coro_now())
+        coro__inbox_wait(&s->inbox, wake_at);
+}
+
 size_t coro_sched_poll_for(coro_sched *s, uint64_t ns)
 {
     return coro_sched_poll_until(s, coro__deadline_after(ns));
@@ -795,6 +815,11 @@ coro_sched *coro_sched_self(void)
 {
     coro *c = coro_self();
 
+    /* In a post, the stack is the pump's: the running coroutine, if any,
+     * is the one that entered the pump (a coroutine of another scheduler
+     * pumping this one), so the answer is the pump's scheduler. */
+    if (pumping_now != NULL && c == pumping_now->pump_caller)
+        return pumping_now;
     if (c != NULL && c->sched != NULL)
         return c->sched;
     return pumping_now;
@@ -844,6 +869,7 @@ int coro_sched_destroy(coro_sched *s)
         return EPERM;
     if (s->pumping || work_remains(s) || s->handles > 0)
         return EBUSY;
+    coro__inbox_quiesce(&s->inbox); /* a waker may still be leaving it */
 
     cache_flush(s);
     coro__timers_free(&s->timers);

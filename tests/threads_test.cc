@@ -1305,7 +1305,7 @@ TEST(CrossThreadAlive, CountsAHandedOverCoroutineUntilItFinishes) {
 // 10^8 to 10^9 reads here: this test fails in about one run in three);
 // with relaxed atomics on AArch64 the two writes may also become visible
 // in the other order.
-TEST(CrossThreadAlive, DISABLED_NeverReadsZeroWhileAHandedOverCoroutineIsOutstanding) {
+TEST(CrossThreadAlive, NeverReadsZeroWhileAHandedOverCoroutineIsOutstanding) {
   const long rounds = Reps(3000, 4, 20);
   PumpThread owner;
   long low_reads = 0, reads = 0;
@@ -1337,7 +1337,7 @@ TEST(CrossThreadAlive, DISABLED_NeverReadsZeroWhileAHandedOverCoroutineIsOutstan
 // it is never below (handed over) - (finished).
 //
 // DISABLED: the same library bug as above (alive_count / take_in).
-TEST(CrossThreadAlive, DISABLED_NeverBelowHandedOverMinusFinished) {
+TEST(CrossThreadAlive, NeverBelowHandedOverMinusFinished) {
   constexpr int kSenders = 2;
   const long per_sender = Reps(3000, 4, 20);
   PumpThread owner;
@@ -1647,7 +1647,7 @@ TEST(Pool, TwoWorkersRunBlockingCoroutinesAtOnce) {
 // `idle` set), the second coro_pool_go wakes A instead of the sleeping
 // worker B, and both end up on A, one after the other. About half the
 // rounds fail here.
-TEST(Pool, DISABLED_GoRunsTwoBlockingCoroutinesAtOnce) {
+TEST(Pool, GoRunsTwoBlockingCoroutinesAtOnce) {
   const int rounds = static_cast<int>(Reps(20, 2, 4));
   coro_pool* p = coro_pool_create(2, false);
   ASSERT_NE(p, nullptr);
@@ -1682,7 +1682,7 @@ TEST(Pool, DISABLED_GoRunsTwoBlockingCoroutinesAtOnce) {
 // while that poll runs its ready coroutines, here the blocker; the next
 // coro_pool_go "wakes" that worker (the first idle flag it finds) instead
 // of the one asleep, so the new coroutine waits for the blocker to end.
-TEST(Pool, DISABLED_ABlockedWorkerDoesNotHoldBackACoroutineQueuedAfterIt) {
+TEST(Pool, ABlockedWorkerDoesNotHoldBackACoroutineQueuedAfterIt) {
   coro_pool* p = coro_pool_create(2, false);
   ASSERT_NE(p, nullptr);
   for (int round = 0; round < 5; ++round) {
@@ -1713,7 +1713,7 @@ TEST(Pool, DISABLED_ABlockedWorkerDoesNotHoldBackACoroutineQueuedAfterIt) {
 // another worker, so those behind a blocker wait for it. Deterministic with
 // use_caller (worker 0's first turn inside coro_pool_wait takes them all);
 // about 1% of fresh pools without it (a worker's first turn).
-TEST(Pool, DISABLED_QueuedCoroutinesDoNotWaitBehindABlocker) {
+TEST(Pool, QueuedCoroutinesDoNotWaitBehindABlocker) {
   for (bool use_caller : {true, false}) {
     for (int round = 0; round < 5; ++round) {
       coro_pool* p = coro_pool_create(2, use_caller);
@@ -2159,7 +2159,7 @@ TEST(PoolCall, Errors) {
 // then sees CALL_RELEASED and returns without parking, and the wake stays
 // behind as a permit: the caller's next coro_park() returns 0 at once
 // although nobody woke it. Seen after ~99% of quick calls.
-TEST(PoolCall, DISABLED_LeavesNoWakePermitBehind) {
+TEST(PoolCall, LeavesNoWakePermitBehind) {
   coro_pool* p = coro_pool_create(2, false);
   ASSERT_NE(p, nullptr);
   coro_sched* s = coro_sched_create();
