@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* A worker takes one queued coroutine per turn: taking more at once would
  * tie the others to this worker even if the first one blocks it. */
@@ -47,7 +48,8 @@ struct pool_worker {
     size_t index;
     pthread_t thread;       /* unused for worker 0 with use_caller */
     coro_sched *sched;
-    atomic_bool idle;       /* about to sleep in its pump */
+    atomic_bool idle;       /* sleeping in coro__sched_idle_wait() */
+    bool stop;              /* set on its own thread by stop_request() */
 };
 
 struct coro_pool {
@@ -63,7 +65,6 @@ struct coro_pool {
 
     _Atomic size_t outstanding; /* handed in, not finished */
     _Atomic size_t next_post;   /* round-robin for coro_pool_post */
-    atomic_bool stopping;
 
     /* Start-up: each worker thread reports its scheduler. */
     pthread_cond_t started_cond;
@@ -79,6 +80,17 @@ static void wake_up(coro_sched *s, void *arg)
 {
     (void)s;
     (void)arg;
+}
+
+/* The stop, run on the worker's own thread (as a post, like the looper's):
+ * the worker cannot see it, finish and free its scheduler before the post
+ * that carries it has been delivered. */
+static void stop_request(coro_sched *s, void *arg)
+{
+    struct pool_worker *w = arg;
+
+    (void)s;
+    w->stop = true;
 }
 
 /* ── Counting work ────────────────────────────────────────────────────── */
@@ -209,7 +221,7 @@ static void worker_turn(struct pool_worker *w)
     if (coro_sched_poll_until(w->sched, 0) > 0) /* run, do not sleep */
         return;
     atomic_store(&w->idle, true);
-    if (atomic_load(&w->pool->queued) == 0 && !atomic_load(&w->pool->stopping))
+    if (atomic_load(&w->pool->queued) == 0 && !w->stop)
         coro__sched_idle_wait(w->sched);
     atomic_store(&w->idle, false);
 }
@@ -236,7 +248,7 @@ static void *worker_main(void *arg)
     report_started(p, w->sched != NULL);
     if (w->sched == NULL)
         return NULL;
-    while (!atomic_load(&p->stopping))
+    while (!w->stop)
         worker_turn(w);
     do
         coro_sched_run(w->sched);
@@ -248,10 +260,15 @@ static void *worker_main(void *arg)
 /* Stop and join worker threads [first, last). */
 static void stop_workers(coro_pool *p, size_t first, size_t last)
 {
-    atomic_store(&p->stopping, true);
-    for (size_t i = first; i < last; i++)
-        if (p->workers[i].sched != NULL)
-            coro_post(p->workers[i].sched, wake_up, NULL);
+    const struct timespec a_moment = {0, 1000 * 1000};
+
+    for (size_t i = first; i < last; i++) {
+        struct pool_worker *w = &p->workers[i];
+
+        /* Without memory for the post, try again: a stop must not be lost. */
+        while (w->sched != NULL && coro_post(w->sched, stop_request, w) == ENOMEM)
+            nanosleep(&a_moment, NULL);
+    }
     for (size_t i = first; i < last; i++)
         pthread_join(p->workers[i].thread, NULL);
 }

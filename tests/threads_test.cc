@@ -23,9 +23,9 @@
 // pump within 100 ms", where the real figure is microseconds), and more
 // generous still under the tools, so they hold on a busy CI machine.
 //
-// A few tests are DISABLED_: each checks a promise of SPEC.md / coro.h that
-// the library does not keep yet. The comment above each names the bug; they
-// are to be enabled once it is fixed.
+// A few tests are marked "Regression": each caught a real library bug while
+// this suite was written; the comment above it describes the bug (in the
+// past tense: it is fixed) so that a student can see what the test guards.
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1297,7 +1297,7 @@ TEST(CrossThreadAlive, CountsAHandedOverCoroutineUntilItFinishes) {
 // A thread hands a coroutine over and watches coro_sched_alive until the
 // coroutine says it has finished: the count never reads 0 meanwhile.
 //
-// DISABLED: library bug (sched.c, alive_count / take_in). alive_count()
+// Regression: this caught a library bug (sched.c, alive_count / take_in). alive_count()
 // loads alive_local, then arriving, both relaxed; take_in() on the owner
 // does alive_local += 1, then arriving -= 1. A reader that loads
 // alive_local just before the owner's two writes and arriving just after
@@ -1336,7 +1336,7 @@ TEST(CrossThreadAlive, NeverReadsZeroWhileAHandedOverCoroutineIsOutstanding) {
 // Several threads hand coroutines over while another watches the count:
 // it is never below (handed over) - (finished).
 //
-// DISABLED: the same library bug as above (alive_count / take_in).
+// Regression: the same bug as above (alive_count / take_in).
 TEST(CrossThreadAlive, NeverBelowHandedOverMinusFinished) {
   constexpr int kSenders = 2;
   const long per_sender = Reps(3000, 4, 20);
@@ -1641,7 +1641,7 @@ TEST(Pool, TwoWorkersRunBlockingCoroutinesAtOnce) {
 // run at the same time on two threads: each blocks its thread until the
 // other arrives.
 //
-// DISABLED: library bug (pool.c, worker_turn / wake_an_idle_worker), the
+// Regression: this caught a library bug (pool.c, worker_turn / wake_an_idle_worker), the
 // same as in DISABLED_ABlockedWorkerDoesNotHoldBackACoroutineQueuedAfterIt:
 // when the first coroutine is already blocking worker A (which still has
 // `idle` set), the second coro_pool_go wakes A instead of the sleeping
@@ -1677,7 +1677,7 @@ TEST(Pool, GoRunsTwoBlockingCoroutinesAtOnce) {
 // A worker stuck in a long blocking call does not hold back a coroutine
 // queued after it started: another (idle) worker runs it.
 //
-// DISABLED: library bug (pool.c, worker_turn / wake_an_idle_worker). A
+// Regression: this caught a library bug (pool.c, worker_turn / wake_an_idle_worker). A
 // worker sets `idle` before coro_sched_poll_until(FOREVER) and keeps it
 // while that poll runs its ready coroutines, here the blocker; the next
 // coro_pool_go "wakes" that worker (the first idle flag it finds) instead
@@ -1707,7 +1707,7 @@ TEST(Pool, ABlockedWorkerDoesNotHoldBackACoroutineQueuedAfterIt) {
 // Coroutines queued behind a blocker, all handed over at once: none of
 // them waits for the blocker.
 //
-// DISABLED: library bug (pool.c, take_tasks with TAKE_WHEN_IDLE = 16). A
+// Regression: this caught a library bug (pool.c, take_tasks with TAKE_WHEN_IDLE = 16). A
 // worker whose previous turn ran nothing takes up to 16 queued coroutines
 // onto its own scheduler at once; once there they are never handed to
 // another worker, so those behind a blocker wait for it. Deterministic with
@@ -2153,7 +2153,7 @@ TEST(PoolCall, Errors) {
 // After coro_pool_call returns, the caller holds no wake-up permit that
 // nobody sent: its next coro_park_for times out.
 //
-// DISABLED: library bug (pool.c, coro_pool_call / call_body). The worker
+// Regression: this caught a library bug (pool.c, coro_pool_call / call_body). The worker
 // ends the call with coro_wake(caller). When fn is quick, that wake lands
 // before the caller parks (or while it yields on CALL_DONE); the caller
 // then sees CALL_RELEASED and returns without parking, and the wake stays
