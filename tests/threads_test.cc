@@ -1642,7 +1642,7 @@ TEST(Pool, TwoWorkersRunBlockingCoroutinesAtOnce) {
 // other arrives.
 //
 // Regression: this caught a library bug (pool.c, worker_turn / wake_an_idle_worker), the
-// same as in DISABLED_ABlockedWorkerDoesNotHoldBackACoroutineQueuedAfterIt:
+// same as in ABlockedWorkerDoesNotHoldBackACoroutineQueuedAfterIt:
 // when the first coroutine is already blocking worker A (which still has
 // `idle` set), the second coro_pool_go wakes A instead of the sleeping
 // worker B, and both end up on A, one after the other. About half the

@@ -1288,9 +1288,9 @@ TEST_F(RunUntil, WithOnlyParkedCoroutinesWaitsForTheDeadline) {
 // run_until past its deadline. The coroutine gives up by itself after 3 s
 // so that a failing library does not hang the test.
 //
-// DISABLED: chapter 3's pump_until (sched.c) checks the deadline only when
-// the ready queue is empty, so here run_until returns 0 after 3 s instead of
-// ETIMEDOUT after 50 ms. Reported; enable once fixed.
+// Regression: pump_until (sched.c) once checked the deadline only when the
+// ready queue was empty, so run_until returned 0 after 3 s here instead of
+// ETIMEDOUT after 50 ms.
 TEST_F(RunUntil, ReturnsAtTheDeadlineEvenWhileWorkIsAlwaysReady) {
   bool stop = false;
   long turns = 0;
