@@ -152,19 +152,12 @@ static void shell_free(coro *c)
     free(c);
 }
 
-/* A coroutine with a stack: from the cache, or new. */
-static coro *shell_get(coro_sched *s, bool *reused)
+/* A new coroutine with a stack of its own: dense or guarded. */
+static coro *shell_new(coro_sched *s)
 {
-    coro *c = s->cache;
+    coro *c = calloc(1, sizeof *c);
     int err;
 
-    if (c != NULL) {
-        s->cache = c->next_free;
-        s->cached--;
-        *reused = true;
-        return c;
-    }
-    c = calloc(1, sizeof *c);
     if (c == NULL)
         return NULL;
     err = s->dense ? coro__dense_carve(s->dense, c)
@@ -174,8 +167,22 @@ static coro *shell_get(coro_sched *s, bool *reused)
         return NULL;
     }
     coro__stack_created(c);
-    *reused = false;
     return c;
+}
+
+/* A coroutine with a stack: from the cache, or new. */
+static coro *shell_get(coro_sched *s, bool *reused)
+{
+    coro *c = s->cache;
+
+    if (c != NULL) {
+        s->cache = c->next_free;
+        s->cached--;
+        *reused = true;
+        return c;
+    }
+    *reused = false;
+    return shell_new(s);
 }
 
 /* A finished coroutine goes back to the cache (or, past its limit, away). */

@@ -218,19 +218,12 @@ static void shell_free(coro *c)
     free(c);
 }
 
-/* A coroutine with a stack: from the cache, or new. */
-static coro *shell_get(coro_sched *s, bool *reused)
+/* A new coroutine with a stack of its own: dense or guarded. */
+static coro *shell_new(coro_sched *s)
 {
-    coro *c = s->cache;
+    coro *c = calloc(1, sizeof *c);
     int err;
 
-    if (c != NULL) {
-        s->cache = c->next_free;
-        s->cached--;
-        *reused = true;
-        return c;
-    }
-    c = calloc(1, sizeof *c);
     if (c == NULL)
         return NULL;
     err = s->dense ? coro__dense_carve(s->dense, c)
@@ -240,8 +233,22 @@ static coro *shell_get(coro_sched *s, bool *reused)
         return NULL;
     }
     coro__stack_created(c);
-    *reused = false;
     return c;
+}
+
+/* A coroutine with a stack: from the cache, or new. */
+static coro *shell_get(coro_sched *s, bool *reused)
+{
+    coro *c = s->cache;
+
+    if (c != NULL) {
+        s->cache = c->next_free;
+        s->cached--;
+        *reused = true;
+        return c;
+    }
+    *reused = false;
+    return shell_new(s);
 }
 
 /* A finished coroutine goes back to the cache (or, past its limit, away). */
@@ -314,18 +321,10 @@ static void init_scheduled(coro_sched *s, coro *c, bool detached)
 static int start_remote(coro_sched *s, coro_fn fn, void *arg, bool detached,
                         coro **out)
 {
-    coro *c = calloc(1, sizeof *c);
-    int err;
+    coro *c = shell_new(s);
 
     if (c == NULL)
         return ENOMEM;
-    err = s->dense ? coro__dense_carve(s->dense, c)
-                   : coro__stack_map(c, atomic_load(&s->stack_size));
-    if (err != 0) {
-        free(c);
-        return ENOMEM;
-    }
-    coro__stack_created(c);
     coro__prepare(c, fn, arg, false);
     init_scheduled(s, c, detached);
     c->remote.kind = CORO_REMOTE_START;
