@@ -9,6 +9,7 @@ CHAPTERS = [
     (2, "ch02_scheduler"),
     (3, "ch03_timers"),
     (4, "ch04_threads"),
+    (5, "ch05_shutdown"),
 ]
 
 # The two switch back-ends: (label suffix, library target in each chapter).

@@ -1,0 +1,50 @@
+/*
+ * context.h — the one job of a switch back-end: move between stacks.
+ *
+ * Internal to the library. coro.c is written against these two functions
+ * and never looks inside a coro_context; each back-end defines them:
+ *
+ *   context_asm.c + switch_x86_64.S / switch_aarch64.S   (the default)
+ *   context_ucontext.c                                   (CORO_SWITCH_UCONTEXT)
+ */
+#ifndef CORO_CONTEXT_H
+#define CORO_CONTEXT_H
+
+#include <stddef.h>
+
+/* The first function to run on a new stack. It must never return: there is
+ * no frame below it to return to. */
+typedef void (*coro_context_entry)(void *arg);
+
+#ifdef CORO_SWITCH_UCONTEXT
+#include <ucontext.h>
+
+typedef struct coro_context {
+    ucontext_t uc;            /* registers, signal mask, stack: all of it */
+    coro_context_entry entry; /* for the first switch only */
+    void *arg;
+} coro_context;
+
+#else
+
+typedef struct coro_context {
+    void *sp; /* while suspended: the stack pointer, pointing at the saved
+                 registers (layout in the .S file of each architecture) */
+} coro_context;
+
+#endif
+
+/*
+ * Prepare `ctx` so that the first coro_context_switch() to it runs
+ * entry(arg) on the stack [stack_lo, stack_lo + size).
+ */
+void coro_context_make(coro_context *ctx, void *stack_lo, size_t size,
+                       coro_context_entry entry, void *arg);
+
+/*
+ * Save the running context in `from` and continue in `to`. Returns only when
+ * some later coro_context_switch() names `from` as its `to`.
+ */
+void coro_context_switch(coro_context *from, coro_context *to);
+
+#endif /* CORO_CONTEXT_H */

@@ -1,0 +1,403 @@
+/*
+ * coro.c — coroutines with their own stacks, resumed by hand.
+ *
+ * The whole chapter in one picture (one thread):
+ *
+ *      thread stack            coroutine A            coroutine B
+ *      ────────────            ───────────            ───────────
+ *      coro_resume(A) ───────> runs ...
+ *                              coro_resume(B) ──────> runs ...
+ *                                                     coro_yield()
+ *                              ... continues <─────── (suspended)
+ *                              coro_yield()
+ *      ... continues <──────── (suspended)
+ *
+ * Each arrow is one coro_context_switch(). Every coroutine remembers who
+ * resumed it (`resumer`), so coro_yield() knows where to go back to: the
+ * chain of resumers is a stack of coroutines, the "resume chain".
+ */
+#include "coro_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+/* ── The thread ───────────────────────────────────────────────────────── */
+
+/*
+ * What each thread knows. Invariant: `current` is the only coroutine of
+ * this thread in state RUNNING; following `resumer` from it visits exactly
+ * the NORMAL ones, and ends at NULL (the thread's own stack).
+ */
+struct coro_thread {
+    coro *current;          /* the running coroutine, NULL on own stack */
+    coro_context native;    /* the thread's own stack, while it is away */
+#ifdef CORO_ASAN
+    void *asan_fake_stack;
+    const void *stack_bottom; /* the thread's own stack, learnt on the */
+    size_t stack_size;        /* first switch away from it */
+    bool leaving_own_stack;   /* the switch in progress starts there */
+#endif
+#ifdef CORO_TSAN
+    void *tsan_fiber;
+#endif
+};
+
+static _Thread_local struct coro_thread this_thread;
+
+/* A thread's identity is the address of its own coro_thread. */
+static const void *thread_self(void)
+{
+    return &this_thread;
+}
+
+const void *coro__thread_id(void)
+{
+    return thread_self();
+}
+
+/* ── Telling the tools about stacks and switches ─────────────────────── */
+
+void coro__stack_created(coro *c)
+{
+#ifdef CORO_TSAN
+    c->tsan_fiber = __tsan_create_fiber(0);
+#endif
+#ifdef CORO_VALGRIND
+    c->valgrind_stack_id = VALGRIND_STACK_REGISTER(
+        c->stack_lo, c->stack_lo + c->stack_size);
+#endif
+    (void)c;
+}
+
+void coro__stack_destroyed(coro *c)
+{
+#ifdef CORO_TSAN
+    __tsan_destroy_fiber(c->tsan_fiber);
+#endif
+#ifdef CORO_VALGRIND
+    VALGRIND_STACK_DEREGISTER(c->valgrind_stack_id);
+#endif
+    (void)c;
+}
+
+/* A stack that ran a coroutine to its end is about to run a new one. The
+ * old coroutine's last frames never returned, so ASan still has them
+ * poisoned; TSan gets a fresh fiber for the new coroutine. */
+static void tools_stack_reused(coro *c)
+{
+#ifdef CORO_ASAN
+    __asan_unpoison_memory_region(c->stack_lo, c->stack_size);
+#endif
+#ifdef CORO_TSAN
+    __tsan_destroy_fiber(c->tsan_fiber);
+    c->tsan_fiber = __tsan_create_fiber(0);
+#endif
+    (void)c;
+}
+
+/* Just before leaving `from` for `to` (NULL = the thread's own stack).
+ * A finished coroutine never comes back: ASan may drop its fake stack. */
+static void tools_before_switch(struct coro_thread *t, coro *from, coro *to)
+{
+#ifdef CORO_ASAN
+    void **fake = from ? &from->asan_fake_stack : &t->asan_fake_stack;
+    bool finished = from && from->state == CORO_DONE;
+
+    t->leaving_own_stack = from == NULL;
+    if (to)
+        __sanitizer_start_switch_fiber(finished ? NULL : fake,
+                                       to->stack_lo, to->stack_size);
+    else
+        __sanitizer_start_switch_fiber(finished ? NULL : fake,
+                                       t->stack_bottom, t->stack_size);
+#endif
+#ifdef CORO_TSAN
+    if (t->tsan_fiber == NULL)
+        t->tsan_fiber = __tsan_get_current_fiber();
+    __tsan_switch_to_fiber(to ? to->tsan_fiber : t->tsan_fiber, 0);
+#endif
+    (void)t;
+    (void)from;
+    (void)to;
+}
+
+/* Just after arriving on `self` (NULL = the thread's own stack). When we
+ * came from the thread's own stack, ASan tells us where that stack is. */
+static void tools_after_switch(struct coro_thread *t, coro *self)
+{
+#ifdef CORO_ASAN
+    const void *came_from_bottom;
+    size_t came_from_size;
+
+    __sanitizer_finish_switch_fiber(
+        self ? self->asan_fake_stack : t->asan_fake_stack,
+        &came_from_bottom, &came_from_size);
+    if (t->leaving_own_stack) {
+        t->stack_bottom = came_from_bottom;
+        t->stack_size = came_from_size;
+    }
+#endif
+    (void)t;
+    (void)self;
+}
+
+/* ── Switching ────────────────────────────────────────────────────────── */
+
+/* Leave `from` for `to`; either may be NULL for the thread's own stack.
+ * Returns when something switches back to `from`. */
+static void switch_to(struct coro_thread *t, coro *from, coro *to)
+{
+    tools_before_switch(t, from, to);
+    coro_context_switch(from ? &from->ctx : &t->native,
+                        to ? &to->ctx : &t->native);
+    tools_after_switch(t, from);
+}
+
+/* The running coroutine `self` stops (SUSPENDED or DONE) and control goes
+ * back to whoever resumed it, which becomes RUNNING again. */
+static void return_to_resumer(struct coro_thread *t, coro *self,
+                              coro_state new_state)
+{
+    coro *back = self->resumer;
+
+    if (self->map == NULL && !coro__stack_canary_intact(self))
+        coro__overflow_abort(self); /* a dense stack ran over its end */
+    self->state = new_state;
+    self->resumer = NULL;
+    t->current = back;
+    if (back)
+        back->state = CORO_RUNNING;
+    switch_to(t, self, back);
+}
+
+/* The first code to run on a new coroutine's stack (see context.h). */
+static void coroutine_main(void *arg)
+{
+    coro *self = arg;
+    struct coro_thread *t = &this_thread;
+
+    tools_after_switch(t, self);
+    self->result = self->fn(self->arg);
+    coro__run_cleanups(self);
+    /* From here a coro_cancel() on any thread answers EINVAL (acq_rel: its
+     * own earlier cancel, if any, is visible in what we read back). */
+    atomic_fetch_or_explicit(&self->cancel_word, CORO_CANCEL_FINISHED,
+                             memory_order_acq_rel);
+    return_to_resumer(t, self, CORO_DONE);
+    abort(); /* a DONE coroutine is never switched back to */
+}
+
+/* ── Shared with the scheduler ────────────────────────────────────────── */
+
+void coro__prepare(coro *c, coro_fn fn, void *arg, bool reused)
+{
+    c->fn = fn;
+    c->arg = arg;
+    c->result = NULL;
+    c->state = CORO_SUSPENDED;
+    c->started = false;
+    c->resumer = NULL;
+    c->owner = thread_self();
+    c->cleanups = NULL;
+    atomic_store_explicit(&c->cancel_word, 0, memory_order_relaxed);
+#ifdef CORO_ASAN
+    c->asan_fake_stack = NULL;
+#endif
+    if (reused)
+        tools_stack_reused(c);
+    coro_context_make(&c->ctx, c->stack_lo, c->stack_size,
+                      coroutine_main, c);
+}
+
+void coro__resume(coro *c)
+{
+    struct coro_thread *t = &this_thread;
+    coro *caller = t->current;
+
+    if (caller)
+        caller->state = CORO_NORMAL;
+    c->resumer = caller;
+    c->state = CORO_RUNNING;
+    c->started = true;
+    t->current = c;
+    switch_to(t, caller, c);
+    /* Back: c yielded or returned, and return_to_resumer() has made the
+     * caller current and RUNNING again. */
+}
+
+/* ── The API ──────────────────────────────────────────────────────────── */
+
+coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
+{
+    size_t usable = coro__usable_stack_size(stack_size);
+    coro *c;
+    int err;
+
+    if (fn == NULL || usable == 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    err = coro__stack_map(c, usable);
+    if (err != 0) {
+        free(c);
+        errno = err;
+        return NULL;
+    }
+    coro__stack_created(c);
+    coro__prepare(c, fn, arg, false);
+    coro__overflow_prepare_thread();
+    return c;
+}
+
+int coro_resume(coro *c)
+{
+    if (c == NULL)
+        return EINVAL;
+    if (c->owner != thread_self())
+        return EPERM; /* checked first: its state is another thread's */
+    if (c->state == CORO_DONE)
+        return EINVAL;
+    if (c->sched != NULL)
+        return EPERM; /* its scheduler's pump resumes it */
+    if (c->state != CORO_SUSPENDED)
+        return EBUSY; /* RUNNING or NORMAL: its stack is in use */
+
+    coro__resume(c);
+    return 0;
+}
+
+int coro_yield(void)
+{
+    struct coro_thread *t = &this_thread;
+    coro *self = t->current;
+
+    if (self == NULL)
+        return EPERM;
+    return_to_resumer(t, self, CORO_SUSPENDED);
+    /* A cancelled coroutine still yielded (the others ran): then it is
+     * told, so that a loop of yields notices. */
+    return coro__is_canceled(self) ? ECANCELED : 0;
+}
+
+coro *coro_self(void)
+{
+    return this_thread.current;
+}
+
+coro_state coro_status(const coro *c)
+{
+    return c ? c->state : CORO_DONE;
+}
+
+void *coro_result(const coro *c)
+{
+    return c ? c->result : NULL;
+}
+
+int coro_destroy(coro *c)
+{
+    if (c == NULL)
+        return EINVAL;
+    if (c->owner != thread_self())
+        return EPERM;
+    if (c->state == CORO_RUNNING || c->state == CORO_NORMAL ||
+        (c->state == CORO_SUSPENDED && c->started))
+        return EBUSY; /* live frames on its stack */
+    if (c->sched != NULL)
+        return coro__sched_destroy_coroutine(c);
+
+    coro__stack_destroyed(c);
+    coro__stack_unmap(c);
+    free(c);
+    return 0;
+}
+
+/* ── Cancellation and cleanups ────────────────────────────────────────── */
+
+bool coro__is_canceled(const coro *c)
+{
+    return atomic_load_explicit(&c->cancel_word, memory_order_acquire) &
+           CORO_CANCEL_CANCELED;
+}
+
+bool coro_canceled(void)
+{
+    coro *self = this_thread.current;
+
+    return self != NULL && coro__is_canceled(self);
+}
+
+int coro_cancel(coro *c)
+{
+    unsigned word;
+
+    if (c == NULL)
+        return EINVAL;
+    if (c->sched != NULL)
+        return coro__sched_cancel(c);
+    /* A coroutine of coro_create(): nothing waits in a queue, only its
+     * next coro_yield() has to see the flag. */
+    word = atomic_load_explicit(&c->cancel_word, memory_order_relaxed);
+    do {
+        if (word & CORO_CANCEL_FINISHED)
+            return EINVAL;
+        if (word & CORO_CANCEL_CANCELED)
+            return 0;
+    } while (!atomic_compare_exchange_weak_explicit(
+        &c->cancel_word, &word, word | CORO_CANCEL_CANCELED,
+        memory_order_acq_rel, memory_order_relaxed));
+    return 0;
+}
+
+void coro__cleanup_push(coro *c, coro_cleanup *cleanup)
+{
+    cleanup->next = c->cleanups;
+    c->cleanups = cleanup;
+}
+
+void coro__cleanup_pop(coro *c, coro_cleanup *cleanup)
+{
+    if (c->cleanups != cleanup)
+        abort(); /* cleanups are pushed and popped in nested order */
+    c->cleanups = cleanup->next;
+}
+
+int coro_defer(void (*fn)(void *arg), void *arg)
+{
+    coro *self = this_thread.current;
+    coro_cleanup *cleanup;
+
+    if (fn == NULL)
+        return EINVAL;
+    if (self == NULL)
+        return EPERM;
+    cleanup = malloc(sizeof *cleanup);
+    if (cleanup == NULL)
+        return ENOMEM;
+    cleanup->fn = fn;
+    cleanup->arg = arg;
+    cleanup->on_heap = true;
+    coro__cleanup_push(self, cleanup);
+    return 0;
+}
+
+void coro__run_cleanups(coro *c)
+{
+    /* One at a time, taken off the list before it runs: a cleanup that
+     * pushes another (it should not) cannot make us loop on freed memory. */
+    while (c->cleanups != NULL) {
+        coro_cleanup *cleanup = c->cleanups;
+        void (*fn)(void *) = cleanup->fn;
+        void *arg = cleanup->arg;
+
+        c->cleanups = cleanup->next;
+        if (cleanup->on_heap)
+            free(cleanup);
+        fn(arg);
+    }
+}

@@ -1,0 +1,389 @@
+/*
+ * coro_impl.h — what the library's own files share. Not for users.
+ *
+ * Names with two underscores (coro__*) have external linkage only so that
+ * the library's files can call each other; they are not part of the API.
+ */
+#ifndef CORO_IMPL_H
+#define CORO_IMPL_H
+
+#include "context.h"
+#include "coro.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ── Tools that watch memory and stacks ─────────────────────────────────
+ *
+ * AddressSanitizer and ThreadSanitizer track "the current stack" per
+ * thread; a stack switch they do not see looks to them like memory
+ * corruption or a data race. Each offers a fiber API: we announce every
+ * switch. Valgrind needs each stack registered once.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define CORO_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define CORO_TSAN 1
+#endif
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CORO_ASAN 1
+#endif
+#if __has_feature(thread_sanitizer)
+#define CORO_TSAN 1
+#endif
+#endif
+
+#ifdef CORO_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+#ifdef CORO_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define CORO_VALGRIND 1
+#endif
+#endif
+
+/* ── The coroutine ────────────────────────────────────────────────────── */
+
+/*
+ * An entry of a scheduler's ready queue: a coroutine (embedded in struct
+ * coro) or a post (embedded in sched.c's struct post).
+ */
+typedef struct coro_ready {
+    struct coro_ready *next;  /* the next entry of the same priority */
+    coro *coroutine;          /* the coroutine to resume; NULL: a post */
+} coro_ready;
+
+/*
+ * A request from another thread to a scheduler's thread (inbox.c). It is
+ * embedded in what it carries, so sending one never allocates: a coroutine
+ * carries one (to be started, or made ready), a post carries one.
+ */
+typedef enum {
+    CORO_REMOTE_START,  /* a coroutine created by another thread: queue it */
+    CORO_REMOTE_READY,  /* a parked coroutine another thread woke */
+    CORO_REMOTE_POST,   /* a post from another thread */
+    CORO_REMOTE_CANCEL, /* another thread cancelled this coroutine */
+    CORO_REMOTE_CLOSE   /* another thread (or a signal) closed the scheduler */
+} coro_remote_kind;
+
+typedef struct coro_remote {
+    struct coro_remote *next;
+    coro_remote_kind kind;
+} coro_remote;
+
+/* The permit word of a coroutine: what coro_park() and coro_wake() agree
+ * on with compare-and-swap, from any thread (park.c). */
+enum { CORO_PARK_EMPTY, CORO_PARK_PERMIT, CORO_PARK_PARKED };
+
+/* The cancel word of a coroutine (bits; sched.c). CANCELED is set once and
+ * never cleared. IN_FLIGHT: another thread's cancel request (the embedded
+ * cancel_remote node) is in the scheduler's inbox, so the coroutine must
+ * not be recycled before the pump has taken it in. FINISHED: the
+ * coroutine is done; set by the owner with one atomic read-modify-write,
+ * so a canceller either gets in before it (and its request will arrive)
+ * or sees it (and returns EINVAL). */
+enum {
+    CORO_CANCEL_CANCELED = 1u << 0,
+    CORO_CANCEL_IN_FLIGHT = 1u << 1,
+    CORO_CANCEL_FINISHED = 1u << 2
+};
+
+/* A cleanup of coro_defer(): a LIFO list threaded through the coroutine.
+ * The library embeds some in its own records (no allocation); those of
+ * coro_defer() are malloc'd (`on_heap`). */
+typedef struct coro_cleanup {
+    void (*fn)(void *arg);
+    void *arg;
+    struct coro_cleanup *next;
+    bool on_heap;
+} coro_cleanup;
+
+/* Dense stacks: a region of stacks side by side, no guard pages (stack.c). */
+typedef struct coro_dense coro_dense;
+
+/* Why a coroutine of a scheduler is out of the ready queue (park.c). */
+typedef enum {
+    CORO_WAIT_NONE,  /* not waiting: queued, running, or done */
+    CORO_WAIT_SLEEP, /* coro_sleep(): only its timer ends it */
+    CORO_WAIT_PARK,  /* coro_park*(): coro_wake() or its timer ends it */
+    CORO_WAIT_EVENT  /* coro_event_await*(): the event or its timer */
+} coro_wait;
+
+/* A deadline that never comes. */
+#define CORO_FOREVER UINT64_MAX
+
+struct coro {
+    coro_context ctx;   /* saved registers while not running */
+    coro_fn fn;
+    void *arg;
+    void *result;       /* fn's return value; NULL until DONE */
+    coro_state state;
+    bool started;       /* it has run: a SUSPENDED stack may hold frames */
+    coro *resumer;      /* who resumed it; NULL = the thread's own stack.
+                           Meaningful only while RUNNING or NORMAL. */
+    const void *owner;  /* the owning thread's identity (thread_self()) */
+
+    /* Scheduling. `sched` is NULL for a coroutine of coro_create(). */
+    coro_sched *sched;
+    int priority;       /* applied the next time it is queued */
+    bool detached;      /* coro_go(): the pump frees it when DONE */
+    bool queued;        /* in the ready queue */
+    coro_ready ready;   /* its ready-queue entry (ready.coroutine == self) */
+    coro *next_free;    /* link in the scheduler's cache of finished ones */
+
+    /* Waiting. Invariant: waiting != NONE exactly while the coroutine is
+     * suspended out of the ready queue; it then has a timer iff its
+     * deadline is not CORO_FOREVER. Owner thread only. */
+    coro_wait waiting;
+    int wait_result;    /* how the wait ended: 0, ETIMEDOUT or ECANCELED */
+    uint64_t deadline;  /* of the wait, or CORO_FOREVER */
+    size_t timer_slot;  /* its index in the scheduler's timer heap */
+    coro_event *event;  /* the event it waits on (CORO_WAIT_EVENT) */
+
+    /* Shared with other threads. */
+    _Atomic int park_word;  /* CORO_PARK_EMPTY, _PERMIT or _PARKED */
+    atomic_bool finished;   /* DONE: other threads' wakes are EINVAL */
+    coro_remote remote;     /* its request in a scheduler's inbox */
+    _Atomic unsigned cancel_word; /* CORO_CANCEL_* bits */
+    coro_remote cancel_remote;    /* another thread's cancel request */
+    bool event_linked;      /* on its event's waiter list (event's lock) */
+    coro *event_next;       /* the event's waiter list: FIFO, doubly */
+    coro *event_prev;       /* linked (under the event's lock) */
+
+    /* Stopping (owner thread only). */
+    coro_cleanup *cleanups;   /* coro_defer(): newest first */
+    coro *member_next;        /* the scheduler's list of its coroutines */
+    coro *member_prev;        /* (alive, or done and not yet destroyed) */
+    unsigned owed;            /* abandoned: READY requests still to come */
+    uint64_t ready_at;        /* ticks when it last became ready (stats) */
+
+    /* The mapping: [map, map + page) is the guard, above it the stack,
+     * [stack_lo, stack_lo + stack_size). */
+    char *map;          /* NULL for a dense stack: no mapping of its own */
+    size_t map_size;
+    char *stack_lo;
+    size_t stack_size;
+
+#ifdef CORO_ASAN
+    void *asan_fake_stack;
+#endif
+#ifdef CORO_TSAN
+    void *tsan_fiber;
+#endif
+#ifdef CORO_VALGRIND
+    unsigned valgrind_stack_id;
+#endif
+};
+
+/* ── Stacks and the overflow handler (stack.c) ────────────────────────── */
+
+/* The system page size. */
+size_t coro__page_size(void);
+
+/* The usable stack size for a coro_create() request, or 0 if too large. */
+size_t coro__usable_stack_size(size_t requested);
+
+/* Map guard page + stack for `c` (sets map, map_size, stack_lo and
+ * stack_size). Returns 0 or an errno value. */
+int coro__stack_map(coro *c, size_t stack_size);
+
+/* Unmap `c`'s guard page and stack. */
+void coro__stack_unmap(coro *c);
+
+/* After coro_overflow_handler_install(), give the calling thread an
+ * alternate signal stack if it has none. Cheap when there is nothing to do. */
+void coro__overflow_prepare_thread(void);
+
+/* Dense stacks of `stack_size` usable bytes each (a multiple of the page
+ * size). Returns NULL when out of memory. */
+coro_dense *coro__dense_create(size_t stack_size);
+
+/* Carve the next stack from `d` for `c` (sets stack_lo, stack_size; map
+ * stays NULL). Returns 0 or ENOMEM. Stacks are never given back one by
+ * one: a finished coroutine keeps its stack for reuse. */
+int coro__dense_carve(coro_dense *d, coro *c);
+
+/* Whether any stack has been carved from `d`. */
+bool coro__dense_used(coro_dense *d);
+
+/* Unmap every region of `d` and free it. */
+void coro__dense_destroy(coro_dense *d);
+
+/* A dense stack's canary (its lowest bytes, still zero) is intact. Only
+ * for dense stacks (map == NULL). */
+bool coro__stack_canary_intact(const coro *c);
+
+/* Write the overflow message for `c` and abort(). Async-signal-safe. */
+void coro__overflow_abort(const coro *c);
+
+/* ── Coroutines, for the scheduler (coro.c) ───────────────────────────── */
+
+/* The calling thread's identity, as stored in `owner`. */
+const void *coro__thread_id(void);
+
+/* Set `c` (whose stack is set) up to run fn(arg) from the start: fields,
+ * first frame, and the tools' view of the stack. `reused`: the stack has
+ * run a coroutine before. */
+void coro__prepare(coro *c, coro_fn fn, void *arg, bool reused);
+
+/* Announce a new stack to the tools / a stack about to be freed. */
+void coro__stack_created(coro *c);
+void coro__stack_destroyed(coro *c);
+
+/* Resume `c` with no checks: the pump's coro_resume(). */
+void coro__resume(coro *c);
+
+/* Run `c`'s cleanups, newest first, and empty the list. */
+void coro__run_cleanups(coro *c);
+
+/* Push / pop a cleanup the caller owns (for the library's own records). */
+void coro__cleanup_push(coro *c, coro_cleanup *cleanup);
+void coro__cleanup_pop(coro *c, coro_cleanup *cleanup);
+
+/* Whether `c` has been cancelled. Any thread. */
+bool coro__is_canceled(const coro *c);
+
+/* ── The scheduler, for coro.c (sched.c) ──────────────────────────────── */
+
+/* coro_destroy() of a joinable coroutine of a scheduler (done, or never
+ * started and not queued). Returns 0 or an errno value. */
+int coro__sched_destroy_coroutine(coro *c);
+
+/* Owner, for the pool: if nothing is ready, sleep until a request arrives
+ * or a timer is due — without running anything. */
+void coro__sched_idle_wait(coro_sched *s);
+
+/* coro_go() with a cleanup already pushed when the coroutine is created:
+ * it runs even if the coroutine is abandoned before it starts. */
+int coro__go_with_cleanup(coro_sched *s, coro_fn fn, void *arg,
+                          coro_cleanup *cleanup);
+
+/* coro_cancel() of a coroutine of a scheduler (not finished, not NULL). */
+int coro__sched_cancel(coro *c);
+
+/* coro_post() that ignores the scheduler being closed: for the library's
+ * own stop requests (looper.c, pool.c), which must get through. */
+int coro__post_always(coro_sched *s, coro_post_fn fn, void *arg);
+
+/* coro_sched_shutdown() with an absolute deadline. */
+size_t coro__sched_shutdown_until(coro_sched *s, uint64_t deadline);
+
+/* Async-signal-safe: mark `s` closed and push its close request. */
+void coro__sched_close_async(coro_sched *s);
+
+/* Forget every coro_sched_close_on_signal() registration of `s` (signal.c),
+ * before it is freed. */
+void coro__signal_forget(coro_sched *s);
+
+/* ── The inbox (inbox.c) ──────────────────────────────────────────────── */
+
+/* A scheduler's inbox: a lock-free stack of requests, and the futex word
+ * its owner sleeps on. */
+typedef struct coro_inbox {
+    _Atomic(coro_remote *) head;
+    _Atomic uint32_t wake_seq; /* the futex word: bumped to wake the owner */
+    atomic_bool sleeping;      /* the owner is in (or about to enter) wait */
+    _Atomic int pushers;       /* pushes in progress */
+} coro_inbox;
+
+/* Any thread: add `node` and wake the owner if it sleeps. */
+void coro__inbox_push(coro_inbox *in, coro_remote *node);
+
+/* Owner: take every request, oldest first (per producer). */
+coro_remote *coro__inbox_take(coro_inbox *in);
+
+/* Owner: whether the inbox holds nothing. */
+bool coro__inbox_empty(coro_inbox *in);
+
+/* Owner: sleep until a push or `deadline` (CORO_FOREVER: no deadline). May
+ * return early; the caller looks again. */
+void coro__inbox_wait(coro_inbox *in, uint64_t deadline);
+
+/* Owner, before freeing the inbox: wait until no push is in progress. */
+void coro__inbox_quiesce(coro_inbox *in);
+
+/* ── Waiting (sched.c), for park.c and event.c ────────────────────────── */
+
+/* The running coroutine leaves the ready queue until coro__make_ready()
+ * (or its deadline, unless CORO_FOREVER). Returns its wait_result, or EPERM
+ * outside a scheduled coroutine. */
+int coro__wait(coro *self, coro_wait why, uint64_t deadline);
+
+/* End the wait of `c` (waiting != NONE) with `result`: cancel its timer and
+ * queue it. Owner thread only. */
+void coro__make_ready(coro *c, int result);
+
+/* Any thread: `c`'s wait (park or event) was ended by a wake or a set, and
+ * this caller won the right to deliver it: make `c` ready with result 0,
+ * directly on its own thread, through its scheduler's inbox elsewhere. */
+void coro__deliver_ready(coro *c);
+
+/* Ticks of the stats clock (the cycle counter where there is one), and
+ * their conversion to nanoseconds (park.c). */
+uint64_t coro__ticks(void);
+uint64_t coro__ticks_to_ns(uint64_t ticks);
+
+/* Whether the calling thread owns `c`. */
+bool coro__on_owner_thread(const coro *c);
+
+/* The running coroutine if it is run by a scheduler, else NULL. */
+coro *coro__scheduled_self(void);
+
+/* now + ns, or CORO_FOREVER if that is past the end of time. */
+uint64_t coro__deadline_after(uint64_t ns);
+
+/* ── Events (event.c), for the pump ───────────────────────────────────── */
+
+/* Owner: `c`'s event wait timed out. If `c` is still on the waiter list,
+ * take it off and return true; false if a set already took it (and its
+ * ready request is on the way). */
+bool coro__event_timeout(coro *c);
+
+/* ── The timer heap (timer.c) ─────────────────────────────────────────── */
+
+/* One timer: a coroutine and its deadline. `seq` breaks ties between equal
+ * deadlines: first set, first fired. */
+typedef struct coro_timer {
+    uint64_t deadline;
+    uint64_t seq;
+    coro *c;
+} coro_timer;
+
+/* A 4-ary min-heap of timers, ordered by (deadline, seq). Each coroutine
+ * in it knows its index (timer_slot), so removal is O(log n) too. */
+typedef struct coro_timers {
+    coro_timer *heap;
+    size_t count;
+    size_t capacity;
+    uint64_t next_seq;
+} coro_timers;
+
+/* Room for `n` timers, so that adding never fails. 0 or ENOMEM. */
+int coro__timers_reserve(coro_timers *t, size_t n);
+
+/* Add `c`'s timer at `deadline` (room must have been reserved). */
+void coro__timers_add(coro_timers *t, coro *c, uint64_t deadline);
+
+/* Remove `c`'s timer. */
+void coro__timers_remove(coro_timers *t, coro *c);
+
+/* The earliest deadline, or CORO_FOREVER if there is no timer. */
+uint64_t coro__timers_next(const coro_timers *t);
+
+/* Remove and return the earliest timer's coroutine if its deadline is at
+ * or before `now`; NULL otherwise. */
+coro *coro__timers_pop_due(coro_timers *t, uint64_t now);
+
+/* Free the heap's memory. */
+void coro__timers_free(coro_timers *t);
+
+#endif /* CORO_IMPL_H */

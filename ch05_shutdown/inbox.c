@@ -1,0 +1,128 @@
+/*
+ * inbox.c — how other threads hand work to a scheduler's thread.
+ *
+ * A scheduler's ready queue, timers and caches belong to its thread and
+ * have no locks. Another thread never touches them: it pushes a request
+ * (start this coroutine, run this post, this parked coroutine is ready)
+ * onto the scheduler's inbox, and the owner moves the requests into its
+ * own structures the next time its pump looks (sched.c, drain_inbox()).
+ *
+ *   producers (any thread)                owner (the pump)
+ *   ──────────────────────                ───────────────────
+ *   node->next = head                     list = exchange(head, NULL)
+ *   CAS(head: node->next -> node)         reverse(list)  -> oldest first
+ *   if owner sleeping: futex wake         run them
+ *
+ * The inbox is a lock-free stack (a Treiber stack) that the owner empties
+ * all at once. Taking the whole list with one exchange means the owner
+ * never pops a single node, which is where lock-free stacks get their ABA
+ * problem; reversing the list restores first-in, first-out order for the
+ * requests of any one thread.
+ *
+ * Sleeping and waking without losing a wake-up. The owner, with nothing to
+ * do, must block in the kernel, and a push must wake it. The classic race:
+ * the owner checks "inbox empty", a producer pushes and sees nobody
+ * sleeping, the owner goes to sleep — and sleeps on a non-empty inbox.
+ * Two sequentially consistent steps on each side close it:
+ *
+ *   owner:    sleeping = 1;  if (inbox empty) futex_wait(wake_seq, seen)
+ *   producer: push;          if (exchange(sleeping, 0)) wake_seq++, futex_wake
+ *
+ * In the single total order of seq_cst operations, either the owner's
+ * check comes after the push (it sees the node and does not sleep), or the
+ * producer's check comes after `sleeping = 1` (it wakes the owner). The
+ * futex itself closes the last gap: futex_wait sleeps only if wake_seq
+ * still holds the value the owner read before it checked the inbox, so a
+ * wake that lands between the check and the wait makes the wait return at
+ * once.
+ */
+#define _GNU_SOURCE
+#include "coro_impl.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+void coro__inbox_push(coro_inbox *in, coro_remote *node)
+{
+    coro_remote *head;
+
+    /* Count ourselves in: once the node is in, the owner may run it to
+     * completion and want to destroy the scheduler while we still touch
+     * `sleeping` and the futex word. coro__inbox_quiesce() waits for us. */
+    atomic_fetch_add_explicit(&in->pushers, 1, memory_order_relaxed);
+    head = atomic_load_explicit(&in->head, memory_order_relaxed);
+
+    /* seq_cst on success: the push must be ordered before our read of
+     * `sleeping` below (see the top of this file). On failure `head` is
+     * reloaded and we try again; no other thread is ever blocked. */
+    do {
+        node->next = head;
+    } while (!atomic_compare_exchange_weak_explicit(
+        &in->head, &head, node, memory_order_seq_cst, memory_order_relaxed));
+
+    /* Exchange, not load: the first producer to find the owner asleep
+     * clears the flag and makes the one futex_wake; the others see false
+     * and skip the system call. */
+    if (atomic_exchange_explicit(&in->sleeping, false, memory_order_seq_cst)) {
+        atomic_fetch_add_explicit(&in->wake_seq, 1, memory_order_release);
+        syscall(SYS_futex, &in->wake_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    }
+    /* release: our last touches of the inbox come before the owner's
+     * acquire in coro__inbox_quiesce() (and so before any free). */
+    atomic_fetch_sub_explicit(&in->pushers, 1, memory_order_release);
+}
+
+void coro__inbox_quiesce(coro_inbox *in)
+{
+    while (atomic_load_explicit(&in->pushers, memory_order_acquire) != 0)
+        sched_yield(); /* a pusher is between its last two instructions */
+}
+
+coro_remote *coro__inbox_take(coro_inbox *in)
+{
+    /* acquire: everything a producer wrote before its push (the request's
+     * fields, the coroutine it names) is visible to us after this. */
+    coro_remote *list =
+        atomic_exchange_explicit(&in->head, NULL, memory_order_acquire);
+    coro_remote *oldest_first = NULL;
+
+    while (list != NULL) {
+        coro_remote *next = list->next;
+        list->next = oldest_first;
+        oldest_first = list;
+        list = next;
+    }
+    return oldest_first;
+}
+
+bool coro__inbox_empty(coro_inbox *in)
+{
+    return atomic_load_explicit(&in->head, memory_order_acquire) == NULL;
+}
+
+void coro__inbox_wait(coro_inbox *in, uint64_t deadline)
+{
+    uint32_t seen = atomic_load_explicit(&in->wake_seq, memory_order_acquire);
+    struct timespec until = {
+        .tv_sec = (time_t)(deadline / CORO_SEC),
+        .tv_nsec = (long)(deadline % CORO_SEC),
+    };
+
+    atomic_store_explicit(&in->sleeping, true, memory_order_seq_cst);
+    if (atomic_load_explicit(&in->head, memory_order_seq_cst) == NULL) {
+        /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline
+         * (no FUTEX_CLOCK_REALTIME flag): the same clock as coro_now(). It
+         * returns on a wake, on the deadline, on a signal (EINTR) or at
+         * once if wake_seq moved on (EAGAIN); in every case the pump looks
+         * again, so a spurious return only costs one more look. */
+        syscall(SYS_futex, &in->wake_seq, FUTEX_WAIT_BITSET_PRIVATE, seen,
+                deadline == CORO_FOREVER ? NULL : &until, NULL,
+                FUTEX_BITSET_MATCH_ANY);
+    }
+    atomic_store_explicit(&in->sleeping, false, memory_order_relaxed);
+}

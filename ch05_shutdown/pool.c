@@ -1,0 +1,696 @@
+/*
+ * pool.c — the N:M model: many coroutines over a few worker threads.
+ *
+ *   coro_pool_go ──> pool queue (not-yet-started coroutines, one lock)
+ *                       │          │          │
+ *                 worker 0    worker 1    worker 2     each: a thread and
+ *                 scheduler   scheduler   scheduler    its own scheduler
+ *                 (use_caller: the creating thread, inside coro_pool_wait)
+ *
+ * A worker takes one queued coroutine per turn and starts it on its own
+ * scheduler. From then on the coroutine belongs to that worker's thread
+ * and never moves. So a worker stuck in a long blocking call takes
+ * nothing more, and whatever is queued behind it goes to the others: the
+ * work is shared out before it starts, never after.
+ *
+ * Idle workers sleep in their pump. coro_pool_go() wakes one, using the
+ * same store-then-check handshake as the inbox (inbox.c): the worker
+ * announces `idle` and then looks at the queue; the producer adds to the
+ * queue and then looks for an idle worker. With sequentially consistent
+ * atomics on both sides, at least one of them sees the other.
+ *
+ * Shutting down (this stage): coroutines still in the pool's queue never
+ * start — they are counted as abandoned — and every worker runs
+ * coro_sched_shutdown() on its own thread, against one deadline.
+ *
+ * Built on the public API, plus a few internal calls: whether the caller
+ * is a scheduled coroutine, cleanups embedded in the pool's own records,
+ * a stop request that gets through a closed scheduler, and a shutdown
+ * with an absolute deadline.
+ */
+#define _GNU_SOURCE
+#include "coro_impl.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* A worker takes one queued coroutine per turn: taking more at once would
+ * tie the others to this worker even if the first one blocks it. */
+enum { TAKE_PER_TURN = 1 };
+
+/* Something handed to the pool: a coroutine to start, or a post. */
+struct pool_task {
+    struct pool_task *next;
+    coro_pool *pool;
+    coro_fn fn;             /* a coroutine's body... */
+    coro_post_fn post_fn;   /* ...or a post's function */
+    void *arg;
+    void (*dropped)(void *arg); /* told if fn never runs; may be NULL */
+    bool ran;               /* fn has been called */
+    coro_cleanup done;      /* its coroutine's cleanup: task_done() */
+};
+
+struct pool_worker {
+    coro_pool *pool;
+    size_t index;
+    pthread_t thread;       /* unused for worker 0 with use_caller */
+    coro_sched *sched;
+    atomic_bool idle;       /* sleeping in coro__sched_idle_wait() */
+    bool stop;              /* set on its own thread by stop_request() */
+    size_t abandoned;       /* by its shutdown, and tasks it dropped */
+};
+
+struct coro_pool {
+    size_t count;
+    bool use_caller;
+    const void *creator;    /* the creating thread (use_caller) */
+    struct pool_worker *workers;
+
+    pthread_mutex_t lock;   /* guards the queue, `closing` and `all_done` */
+    bool closing;           /* shutting down: the queue takes nothing */
+    uint64_t deadline;      /* of the shutdown (set before it is sent) */
+    struct pool_task *head, *tail;
+    _Atomic size_t queued;  /* tasks in the queue */
+    pthread_cond_t all_done;
+
+    _Atomic size_t outstanding; /* handed in, not finished */
+    _Atomic size_t next_post;   /* round-robin for coro_pool_post */
+
+    /* Start-up: each worker thread reports its scheduler. */
+    pthread_cond_t started_cond;
+    size_t started;
+    bool start_failed;
+};
+
+/* The worker this thread is, if any (EPERM checks). */
+static _Thread_local struct pool_worker *this_worker;
+
+/* A post that does nothing: its arrival is what wakes a worker's pump. */
+static void wake_up(coro_sched *s, void *arg)
+{
+    (void)s;
+    (void)arg;
+}
+
+/* The stop, run on the worker's own thread (as a post, like the looper's):
+ * the worker cannot see it, finish and free its scheduler before the post
+ * that carries it has been delivered. */
+static void stop_request(coro_sched *s, void *arg)
+{
+    struct pool_worker *w = arg;
+
+    (void)s;
+    w->stop = true;
+}
+
+/* ── Counting work ────────────────────────────────────────────────────── */
+
+/* One piece of work finished. The last one wakes coro_pool_wait(). */
+static void finish_one(coro_pool *p)
+{
+    if (atomic_fetch_sub(&p->outstanding, 1) != 1)
+        return;
+    pthread_mutex_lock(&p->lock);
+    pthread_cond_broadcast(&p->all_done);
+    pthread_mutex_unlock(&p->lock);
+    if (p->use_caller)
+        coro_post(p->workers[0].sched, wake_up, NULL);
+}
+
+/* A task's coroutine has finished, or was abandoned by a shutdown (even
+ * before it started): the task is done either way. A cleanup, pushed when
+ * the coroutine is created, so that every case counts. */
+static void task_done(void *arg)
+{
+    struct pool_task *t = arg;
+    coro_pool *p = t->pool;
+
+    if (!t->ran && t->dropped != NULL)
+        t->dropped(t->arg);
+    free(t);
+    finish_one(p);
+}
+
+static void *task_coroutine(void *arg)
+{
+    struct pool_task *t = arg;
+
+    t->ran = true;
+    t->fn(t->arg);
+    return NULL;
+}
+
+/* Start task `t`'s coroutine on `s`, with its cleanup. */
+static int task_start(coro_sched *s, struct pool_task *t)
+{
+    t->done = (coro_cleanup){task_done, t, NULL, false};
+    return coro__go_with_cleanup(s, task_coroutine, t, &t->done);
+}
+
+static void task_post(coro_sched *s, void *arg)
+{
+    struct pool_task *t = arg;
+    coro_pool *p = t->pool;
+
+    t->post_fn(s, t->arg);
+    free(t);
+    finish_one(p);
+}
+
+/* A task that will never start: tell whoever waits for it, count it. */
+static void task_drop(struct pool_task *t)
+{
+    coro_pool *p = t->pool;
+
+    if (t->dropped != NULL)
+        t->dropped(t->arg);
+    free(t);
+    finish_one(p);
+}
+
+static struct pool_task *task_new(coro_pool *p, coro_fn fn,
+                                  coro_post_fn post_fn, void *arg)
+{
+    struct pool_task *t = calloc(1, sizeof *t);
+
+    if (t != NULL) {
+        t->pool = p;
+        t->fn = fn;
+        t->post_fn = post_fn;
+        t->arg = arg;
+    }
+    return t;
+}
+
+/* ── The queue of not-yet-started coroutines ──────────────────────────── */
+
+/* Queue `t`; false (and nothing queued) once the pool is closing. */
+static bool queue_push(coro_pool *p, struct pool_task *t, bool at_front)
+{
+    pthread_mutex_lock(&p->lock);
+    if (p->closing) {
+        pthread_mutex_unlock(&p->lock);
+        return false;
+    }
+    if (at_front) {
+        t->next = p->head;
+        p->head = t;
+        if (p->tail == NULL)
+            p->tail = t;
+    } else {
+        t->next = NULL;
+        if (p->tail != NULL)
+            p->tail->next = t;
+        else
+            p->head = t;
+        p->tail = t;
+    }
+    atomic_fetch_add(&p->queued, 1); /* seq_cst: see the top of the file */
+    pthread_mutex_unlock(&p->lock);
+    return true;
+}
+
+/* Take every queued task at once, and refuse any more. */
+static struct pool_task *queue_close(coro_pool *p)
+{
+    struct pool_task *all;
+
+    pthread_mutex_lock(&p->lock);
+    p->closing = true;
+    all = p->head;
+    p->head = p->tail = NULL;
+    atomic_store(&p->queued, 0);
+    pthread_mutex_unlock(&p->lock);
+    return all;
+}
+
+static bool pool_closing(coro_pool *p)
+{
+    bool closing;
+
+    pthread_mutex_lock(&p->lock);
+    closing = p->closing;
+    pthread_mutex_unlock(&p->lock);
+    return closing;
+}
+
+static struct pool_task *queue_pop(coro_pool *p)
+{
+    struct pool_task *t;
+
+    if (atomic_load(&p->queued) == 0)
+        return NULL;
+    pthread_mutex_lock(&p->lock);
+    t = p->head;
+    if (t != NULL) {
+        p->head = t->next;
+        if (p->head == NULL)
+            p->tail = NULL;
+        atomic_fetch_sub(&p->queued, 1);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return t;
+}
+
+/* Wake one idle worker, if any, to take what was just queued. */
+static void wake_an_idle_worker(coro_pool *p)
+{
+    for (size_t i = 0; i < p->count; i++) {
+        struct pool_worker *w = &p->workers[i];
+
+        if (atomic_load(&w->idle) && atomic_exchange(&w->idle, false)) {
+            coro_post(w->sched, wake_up, NULL);
+            return;
+        }
+    }
+}
+
+/* Start up to `max` queued coroutines on this worker. */
+static size_t take_tasks(struct pool_worker *w, size_t max)
+{
+    size_t taken = 0;
+    struct pool_task *t;
+
+    while (taken < max && (t = queue_pop(w->pool)) != NULL) {
+        if (task_start(w->sched, t) != 0) {
+            /* No memory: later, or others. Closing: it never starts. */
+            if (!queue_push(w->pool, t, true)) {
+                w->abandoned++;
+                task_drop(t);
+            }
+            break;
+        }
+        taken++;
+    }
+    return taken;
+}
+
+/* One turn of a worker: take a queued coroutine, run what is ready; with
+ * nothing at all to do, sleep until something arrives. `idle` is true
+ * only while the worker sleeps, so coro_pool_go() wakes a sleeping worker,
+ * never one busy (or blocked) running a coroutine. */
+static void worker_turn(struct pool_worker *w)
+{
+    take_tasks(w, TAKE_PER_TURN);
+    if (coro_sched_poll_until(w->sched, 0) > 0) /* run, do not sleep */
+        return;
+    atomic_store(&w->idle, true);
+    if (atomic_load(&w->pool->queued) == 0 && !w->stop)
+        coro__sched_idle_wait(w->sched);
+    atomic_store(&w->idle, false);
+}
+
+/* ── Workers ──────────────────────────────────────────────────────────── */
+
+static void report_started(coro_pool *p, bool ok)
+{
+    pthread_mutex_lock(&p->lock);
+    p->started++;
+    if (!ok)
+        p->start_failed = true;
+    pthread_cond_broadcast(&p->started_cond);
+    pthread_mutex_unlock(&p->lock);
+}
+
+static void *worker_main(void *arg)
+{
+    struct pool_worker *w = arg;
+    coro_pool *p = w->pool;
+
+    this_worker = w;
+    w->sched = coro_sched_create();
+    report_started(p, w->sched != NULL);
+    if (w->sched == NULL)
+        return NULL;
+    while (!w->stop)
+        worker_turn(w);
+    if (p->closing) /* published by the stop request's post */
+        w->abandoned += coro__sched_shutdown_until(w->sched, p->deadline);
+    do
+        coro_sched_run(w->sched);
+    while (coro_sched_destroy(w->sched) == EBUSY);
+    coro_thread_detach();
+    return NULL;
+}
+
+/* Stop and join worker threads [first, last). */
+static void stop_workers(coro_pool *p, size_t first, size_t last)
+{
+    const struct timespec a_moment = {0, 1000 * 1000};
+
+    for (size_t i = first; i < last; i++) {
+        struct pool_worker *w = &p->workers[i];
+
+        /* Without memory for the post, try again: a stop must not be
+         * lost. (Posted even if the scheduler is closed.) */
+        while (w->sched != NULL &&
+               coro__post_always(w->sched, stop_request, w) == ENOMEM)
+            nanosleep(&a_moment, NULL);
+    }
+    for (size_t i = first; i < last; i++)
+        pthread_join(p->workers[i].thread, NULL);
+}
+
+static void pool_free(coro_pool *p)
+{
+    pthread_cond_destroy(&p->started_cond);
+    pthread_cond_destroy(&p->all_done);
+    pthread_mutex_destroy(&p->lock);
+    free(p->workers);
+    free(p);
+}
+
+/* Start the worker threads; returns how many started, all or not. */
+static size_t start_threads(coro_pool *p, size_t first)
+{
+    size_t i;
+
+    for (i = first; i < p->count; i++)
+        if (pthread_create(&p->workers[i].thread, NULL, worker_main,
+                           &p->workers[i]) != 0)
+            break;
+    pthread_mutex_lock(&p->lock);
+    while (p->started < i - first)
+        pthread_cond_wait(&p->started_cond, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+    return i;
+}
+
+coro_pool *coro_pool_create(size_t workers, bool use_caller)
+{
+    coro_pool *p;
+    size_t first = use_caller ? 1 : 0, started;
+
+    if (workers == 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    p = calloc(1, sizeof *p);
+    if (p == NULL || (p->workers = calloc(workers, sizeof *p->workers)) == NULL) {
+        free(p);
+        errno = ENOMEM;
+        return NULL;
+    }
+    p->count = workers;
+    p->use_caller = use_caller;
+    p->creator = coro__thread_id();
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->all_done, NULL);
+    pthread_cond_init(&p->started_cond, NULL);
+    for (size_t i = 0; i < workers; i++) {
+        p->workers[i].pool = p;
+        p->workers[i].index = i;
+    }
+    if (use_caller && (p->workers[0].sched = coro_sched_create()) == NULL) {
+        pool_free(p);
+        errno = ENOMEM;
+        return NULL;
+    }
+    started = start_threads(p, first);
+    if (started < workers || p->start_failed) {
+        int err = p->start_failed ? ENOMEM : EAGAIN;
+
+        stop_workers(p, first, started);
+        if (use_caller)
+            coro_sched_destroy(p->workers[0].sched);
+        pool_free(p);
+        errno = err;
+        return NULL;
+    }
+    return p;
+}
+
+/* ── Handing work to the pool ─────────────────────────────────────────── */
+
+/* coro_pool_go(), with a hook for a task that never starts. */
+static int pool_go(coro_pool *p, coro_fn fn, void *arg,
+                   void (*dropped)(void *arg))
+{
+    struct pool_task *t;
+
+    if (p == NULL || fn == NULL)
+        return EINVAL;
+    t = task_new(p, fn, NULL, arg);
+    if (t == NULL)
+        return ENOMEM;
+    t->dropped = dropped;
+    atomic_fetch_add(&p->outstanding, 1);
+    if (!queue_push(p, t, false)) {
+        free(t);
+        finish_one(p);
+        return ESHUTDOWN;
+    }
+    wake_an_idle_worker(p);
+    return 0;
+}
+
+int coro_pool_go(coro_pool *p, coro_fn fn, void *arg)
+{
+    return pool_go(p, fn, arg, NULL);
+}
+
+int coro_pool_go_on(coro_pool *p, size_t worker, coro_fn fn, void *arg)
+{
+    struct pool_task *t;
+    int err;
+
+    if (p == NULL || fn == NULL || worker >= p->count)
+        return EINVAL;
+    if (pool_closing(p))
+        return ESHUTDOWN;
+    t = task_new(p, fn, NULL, arg);
+    if (t == NULL)
+        return ENOMEM;
+    atomic_fetch_add(&p->outstanding, 1);
+    err = task_start(p->workers[worker].sched, t);
+    if (err != 0) {
+        free(t);
+        finish_one(p);
+    }
+    return err;
+}
+
+int coro_pool_post(coro_pool *p, coro_post_fn fn, void *arg)
+{
+    struct pool_task *t;
+    size_t worker;
+    int err;
+
+    if (p == NULL || fn == NULL)
+        return EINVAL;
+    if (pool_closing(p))
+        return ESHUTDOWN;
+    t = task_new(p, NULL, fn, arg);
+    if (t == NULL)
+        return ENOMEM;
+    /* Round-robin; with use_caller, worker 0 only runs inside
+     * coro_pool_wait(), so posts go to the others when there are any. */
+    worker = atomic_fetch_add(&p->next_post, 1) % p->count;
+    if (p->use_caller && p->count > 1 && worker == 0)
+        worker = 1;
+    atomic_fetch_add(&p->outstanding, 1);
+    err = coro_post(p->workers[worker].sched, task_post, t);
+    if (err != 0) {
+        free(t);
+        finish_one(p);
+    }
+    return err;
+}
+
+/* ── coro_pool_call ───────────────────────────────────────────────────── */
+
+/*
+ * The call record is shared by the caller and the pool's coroutine, and
+ * either may be the last to touch it: the caller may be cancelled and
+ * leave while `fn` still runs, and the pool may finish after the caller
+ * is gone. So it lives on the heap with two references, and the last one
+ * released frees it.
+ *
+ * The pool's side sets `done`, a manual-reset event, when it finishes —
+ * from a cleanup, so that a coroutine abandoned by a pool shutdown (or a
+ * task that never starts) still wakes the caller, with ESHUTDOWN. An
+ * event, not coro_wake(): a wake that arrives before the caller parks
+ * would stay behind as a permit and make the caller's next, unrelated
+ * coro_park() return at once.
+ */
+struct pool_call {
+    coro_fn fn;
+    void *arg;
+    void *result;
+    int status;             /* ESHUTDOWN until fn has returned */
+    coro_event done;
+    _Atomic int references; /* the caller's and the pool's */
+    coro_cleanup pool_side; /* the pool coroutine's cleanup: call_finished */
+};
+
+static void call_release(void *arg)
+{
+    struct pool_call *call = arg;
+
+    if (atomic_fetch_sub(&call->references, 1) == 1) {
+        coro_event_destroy(&call->done);
+        free(call);
+    }
+}
+
+/* The pool's side is over, whether fn returned or not. */
+static void call_finished(void *arg)
+{
+    struct pool_call *call = arg;
+
+    coro_event_set(&call->done);
+    call_release(call);
+}
+
+static void *call_body(void *arg)
+{
+    struct pool_call *call = arg;
+
+    call->pool_side = (coro_cleanup){call_finished, call, NULL, false};
+    coro__cleanup_push(coro_self(), &call->pool_side);
+    call->result = call->fn(call->arg);
+    call->status = 0;
+    return NULL; /* call_finished() runs as the coroutine finishes */
+}
+
+int coro_pool_call(coro_pool *p, coro_fn fn, void *arg, void **result)
+{
+    coro *self = coro__scheduled_self();
+    coro_cleanup caller_side = {call_release, NULL, NULL, false};
+    struct pool_call *call;
+    int err;
+
+    if (p == NULL || fn == NULL)
+        return EINVAL;
+    if (self == NULL)
+        return EPERM;
+    if (coro_canceled())
+        return ECANCELED;
+    call = calloc(1, sizeof *call);
+    if (call == NULL)
+        return ENOMEM;
+    call->fn = fn;
+    call->arg = arg;
+    call->status = ESHUTDOWN;
+    atomic_init(&call->references, 2);
+    err = coro_event_init(&call->done, true, false);
+    if (err != 0) {
+        free(call);
+        return err;
+    }
+    err = pool_go(p, call_body, call, call_finished);
+    if (err != 0) {
+        coro_event_destroy(&call->done);
+        free(call);
+        return err;
+    }
+    /* If this coroutine is abandoned while it waits, its reference is
+     * released by the shutdown. */
+    caller_side.arg = call;
+    coro__cleanup_push(self, &caller_side);
+    err = coro_event_await(&call->done); /* parks: the pump runs others */
+    coro__cleanup_pop(self, &caller_side);
+    if (err == 0) {
+        err = call->status;
+        if (err == 0 && result != NULL)
+            *result = call->result;
+    }
+    call_release(call);
+    return err;
+}
+
+/* ── Waiting and destroying ───────────────────────────────────────────── */
+
+/* Whether the calling thread may wait for or destroy `p`. */
+static bool may_wait(const coro_pool *p)
+{
+    if (this_worker != NULL && this_worker->pool == p)
+        return false; /* a worker would wait for itself */
+    if (p->use_caller && (p->creator != coro__thread_id() ||
+                          coro_sched_self() == p->workers[0].sched))
+        return false;
+    return true;
+}
+
+int coro_pool_wait(coro_pool *p)
+{
+    if (p == NULL)
+        return EINVAL;
+    if (!may_wait(p))
+        return EPERM;
+    if (p->use_caller) {
+        /* Work as worker 0 until everything handed in has finished. */
+        while (atomic_load(&p->outstanding) > 0)
+            worker_turn(&p->workers[0]);
+        return 0;
+    }
+    pthread_mutex_lock(&p->lock);
+    while (atomic_load(&p->outstanding) > 0)
+        pthread_cond_wait(&p->all_done, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+}
+
+size_t coro_pool_shutdown(coro_pool *p, uint64_t grace_ns)
+{
+    struct pool_task *never_started;
+    size_t abandoned = 0;
+    size_t first = 1;
+
+    if (p == NULL || !may_wait(p)) {
+        errno = p == NULL ? EINVAL : EPERM;
+        return 0;
+    }
+    p->deadline = coro__deadline_after(grace_ns); /* counted from now */
+    never_started = queue_close(p);
+    while (never_started != NULL) {
+        struct pool_task *t = never_started;
+        never_started = t->next;
+        task_drop(t);
+        abandoned++;
+    }
+    if (!p->use_caller)
+        first = 0;
+    /* Every worker shuts down on its own thread, against the deadline. */
+    for (size_t i = first; i < p->count; i++) {
+        const struct timespec a_moment = {0, 1000 * 1000};
+
+        while (coro__post_always(p->workers[i].sched, stop_request,
+                                 &p->workers[i]) == ENOMEM)
+            nanosleep(&a_moment, NULL);
+    }
+    if (p->use_caller) {
+        coro_sched *s = p->workers[0].sched;
+
+        abandoned += coro__sched_shutdown_until(s, p->deadline);
+        do
+            coro_sched_run(s);
+        while (coro_sched_destroy(s) == EBUSY);
+    }
+    for (size_t i = first; i < p->count; i++) {
+        pthread_join(p->workers[i].thread, NULL);
+        abandoned += p->workers[i].abandoned;
+    }
+    pool_free(p);
+    return abandoned;
+}
+
+int coro_pool_destroy(coro_pool *p)
+{
+    if (p == NULL)
+        return EINVAL;
+    if (!may_wait(p))
+        return EPERM;
+    if (atomic_load(&p->outstanding) > 0)
+        return EBUSY;
+    stop_workers(p, p->use_caller ? 1 : 0, p->count);
+    if (p->use_caller) {
+        do
+            coro_sched_run(p->workers[0].sched);
+        while (coro_sched_destroy(p->workers[0].sched) == EBUSY);
+    }
+    pool_free(p);
+    return 0;
+}
