@@ -1155,7 +1155,7 @@ typedef struct coro_stats {
                                      time one coroutine kept the pump */
     uint64_t wake_latency_max_ns;  /**< the longest time from becoming
                                         ready to running */
-    uint64_t wake_latency_mean_ns; /**< the mean of that, over `resumes` */
+    uint64_t wake_latency_mean_ns; /**< the mean of that */
     bool closed;              /**< coro_sched_close() has happened */
 } coro_stats;
 
@@ -1164,7 +1164,11 @@ typedef struct coro_stats {
  *
  * A coroutine becomes ready when it is created, when it yields, and when
  * its wait ends (a wake, an event, a timer, a cancellation); the wake
- * latency is the time from that moment until the pump resumes it. A high
+ * latency is the time from that moment until the pump resumes it. It is
+ * measured for what becomes ready while the pump runs (from the start of
+ * the pump's turn in which it did; a request from another thread, from
+ * when the pump took it in); what was made ready while no pump ran is not
+ * measured (no pump was there to be late). A high
  * maximum with a low mean points at one coroutine hogging the pump (see
  * `longest_resume_ns`); a high mean says the pump has more ready work than
  * it can run.

@@ -131,6 +131,7 @@ struct coro_sched {
     coro *requeued;             /* it yielded: ready from when timing ends */
     uint64_t resumes;
     uint64_t longest_resume;
+    uint64_t latency_samples;   /* resumes whose wait was measured */
     uint64_t latency_max;
     uint64_t latency_sum;
 
@@ -238,12 +239,15 @@ static coro_ready *ready_pop(coro_sched *s)
     return entry;
 }
 
+/* Sentinel for ready_at: it became ready while no pump was running, so no
+ * pump was late for it; its wait is not measured. */
+#define READY_OUTSIDE_PUMP 0
+
 /* A reading of the stats clock for "became ready now": inside the pump,
- * the turn's reading (no clock read on the pump's path); outside, a fresh
- * one. */
+ * the turn's reading (no clock read on the pump's path). */
 static uint64_t ready_stamp(const coro_sched *s)
 {
-    return s->pumping ? s->ticks_hint : coro__ticks();
+    return s->pumping ? s->ticks_hint : READY_OUTSIDE_PUMP;
 }
 
 static void queue_coroutine(coro_sched *s, coro *c)
@@ -896,11 +900,14 @@ static void timing_open(coro_sched *s, coro *c)
 
     timing_close(s, now);
     s->ticks_hint = now;
-    latency = now > c->ready_at ? now - c->ready_at : 0;
     s->resumes++;
-    s->latency_sum += latency;
-    if (latency > s->latency_max)
-        s->latency_max = latency;
+    if (c->ready_at != READY_OUTSIDE_PUMP) {
+        latency = now > c->ready_at ? now - c->ready_at : 0;
+        s->latency_samples++;
+        s->latency_sum += latency;
+        if (latency > s->latency_max)
+            s->latency_max = latency;
+    }
     s->resume_start = now;
     s->resume_open = true;
 }
@@ -920,7 +927,9 @@ int coro_sched_stats(const coro_sched *s, coro_stats *out)
     out->longest_resume_ns = coro__ticks_to_ns(s->longest_resume);
     out->wake_latency_max_ns = coro__ticks_to_ns(s->latency_max);
     out->wake_latency_mean_ns =
-        s->resumes ? coro__ticks_to_ns(s->latency_sum / s->resumes) : 0;
+        s->latency_samples
+            ? coro__ticks_to_ns(s->latency_sum / s->latency_samples)
+            : 0;
     out->closed = is_closed(s);
     return 0;
 }
