@@ -27,6 +27,10 @@
  * ready. The loser of that race does nothing: the wake has already been
  * delivered (its request may still be in the inbox), or the timer has
  * already ended the park.
+ *
+ * A cancel (this stage) ends any wait too, but only ever on the owner's
+ * thread (sched.c, end_wait_canceled()): for a park it takes part in the
+ * same race, moving PARKED -> EMPTY like a wake or a timeout.
  */
 #define _GNU_SOURCE
 #include "coro_impl.h"
