@@ -23,10 +23,19 @@ says whether the target is met (a report, never an exit status).
 When the binaries report different units (ns per switch, per coroutine,
 per thread), the table says each row's unit. --row-header names the first
 column (default "back-end"); --raw also prints every line the binaries
-printed. Standard library only.
+printed.
+
+If the environment variable BENCH_RESULTS names a file, one line per binary
+is appended to it, in the harness's key=value format, for bench/summary.py
+and bench/plots.sh:
+
+    result name=raw_asm unit=switch median=3.48 fastest=3.46 slowest=3.62
+
+Standard library only.
 """
 
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -210,6 +219,15 @@ def print_table(args, binaries):
               "under test is not optimised; use -c opt for real figures")
 
 
+def append_results(path, binaries):
+    """One 'result' line per binary, appended to the file at `path`."""
+    with open(path, "a", encoding="utf-8") as out:
+        for b in binaries:
+            out.write(f"result name={b.name} unit={b.unit} mode={b.mode} "
+                      f"median={b.median:.3f} fastest={min(b.per_unit):.3f} "
+                      f"slowest={max(b.per_unit):.3f}\n")
+
+
 def main(argv):
     args = parse_args(argv)
     binaries = [Binary(*spec.split("=", 1), args.round_ms)
@@ -221,6 +239,8 @@ def main(argv):
         for b in binaries:
             print("\n".join(b.raw))
     print_table(args, binaries)
+    if os.environ.get("BENCH_RESULTS"):
+        append_results(os.environ["BENCH_RESULTS"], binaries)
 
 
 if __name__ == "__main__":

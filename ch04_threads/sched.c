@@ -382,17 +382,25 @@ coro *coro_spawn(coro_sched *s, coro_fn fn, void *arg)
 }
 
 /* Count one more pending post if the limit allows it. Any thread: the
- * count is one atomic, so the limit holds across threads. */
+ * count is one atomic, so the limit holds across threads. A CAS, not an
+ * add-then-undo: the count must never move up and back down without a
+ * request behind it, or a pump that saw it up would wait for a post that
+ * never comes. */
 static bool post_admit(coro_sched *s)
 {
-    size_t before = atomic_fetch_add_explicit(&s->posts_pending, 1,
-                                              memory_order_relaxed);
+    size_t before = atomic_load_explicit(&s->posts_pending,
+                                         memory_order_relaxed);
 
-    if (before < s->max_posts)
-        return true;
-    atomic_fetch_sub_explicit(&s->posts_pending, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->posts_rejected, 1, memory_order_relaxed);
-    return false;
+    do {
+        if (before >= s->max_posts) {
+            atomic_fetch_add_explicit(&s->posts_rejected, 1,
+                                      memory_order_relaxed);
+            return false;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(
+        &s->posts_pending, &before, before + 1, memory_order_relaxed,
+        memory_order_relaxed));
+    return true;
 }
 
 static void post_unadmit(coro_sched *s)
@@ -400,20 +408,40 @@ static void post_unadmit(coro_sched *s)
     atomic_fetch_sub_explicit(&s->posts_pending, 1, memory_order_relaxed);
 }
 
+/* A post from another thread: allocated before it is counted, so that
+ * once counted it always reaches the owner. */
+static int post_remote(coro_sched *s, coro_post_fn fn, void *arg)
+{
+    struct post *p = malloc(sizeof *p);
+
+    if (p == NULL)
+        return ENOMEM;
+    if (!post_admit(s)) {
+        free(p);
+        return EAGAIN;
+    }
+    p->ready.coroutine = NULL;
+    p->fn = fn;
+    p->arg = arg;
+    p->remote.kind = CORO_REMOTE_POST;
+    coro__inbox_push(&s->inbox, &p->remote);
+    return 0;
+}
+
 int coro_post(coro_sched *s, coro_post_fn fn, void *arg)
 {
     int err = check_caller(s, (const void *)fn);
-    bool local;
     struct post *p;
 
     if (err != 0)
         return err;
+    if (!on_owner_thread(s))
+        return post_remote(s, fn, arg);
     if (!post_admit(s))
         return EAGAIN;
-    local = on_owner_thread(s);
-    if (local && levels_reserve(s, alive_count(s) + posts_pending(s)) != 0)
+    if (levels_reserve(s, alive_count(s) + posts_pending(s)) != 0)
         goto no_memory;
-    p = local ? s->spare_posts : NULL;
+    p = s->spare_posts;
     if (p != NULL) {
         s->spare_posts = p->next_free;
         s->spare_count--;
@@ -423,12 +451,7 @@ int coro_post(coro_sched *s, coro_post_fn fn, void *arg)
     p->ready.coroutine = NULL;
     p->fn = fn;
     p->arg = arg;
-    if (local) {
-        ready_push(s, &p->ready, 0);
-    } else {
-        p->remote.kind = CORO_REMOTE_POST;
-        coro__inbox_push(&s->inbox, &p->remote);
-    }
+    ready_push(s, &p->ready, 0);
     return 0;
 no_memory:
     post_unadmit(s);

@@ -72,7 +72,11 @@ typedef enum {
     CORO_REMOTE_READY,  /* a parked coroutine another thread woke */
     CORO_REMOTE_POST,   /* a post from another thread */
     CORO_REMOTE_CANCEL, /* another thread cancelled this coroutine */
-    CORO_REMOTE_CLOSE   /* another thread (or a signal) closed the scheduler */
+    CORO_REMOTE_CLOSE,  /* another thread (or a signal) closed the scheduler */
+    /* Refused with ESHUTDOWN after being counted: only the count travels
+     * (the owner gives it back and frees the request). */
+    CORO_REMOTE_REFUSED_START,
+    CORO_REMOTE_REFUSED_POST
 } coro_remote_kind;
 
 typedef struct coro_remote {

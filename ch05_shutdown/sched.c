@@ -438,8 +438,9 @@ static int start_remote(coro_sched *s, coro_fn fn, void *arg, bool detached,
     c->remote.kind = CORO_REMOTE_START;
     atomic_fetch_add(&s->arriving, 1); /* seq_cst: see is_closed() */
     if (is_closed(s)) {
-        atomic_fetch_sub(&s->arriving, 1);
-        shell_free(c);
+        /* Counted, so it must travel: the owner frees it (take_in()). */
+        c->remote.kind = CORO_REMOTE_REFUSED_START;
+        coro__inbox_push(&s->inbox, &c->remote);
         return ESHUTDOWN;
     }
     *out = c;
@@ -509,17 +510,25 @@ coro *coro_spawn(coro_sched *s, coro_fn fn, void *arg)
 }
 
 /* Count one more pending post if the limit allows it. Any thread: the
- * count is one atomic, so the limit holds across threads. (seq_cst: see
- * is_closed().) */
+ * count is one atomic, so the limit holds across threads. A CAS, not an
+ * add-then-undo: the count must never move up and back down without a
+ * request behind it, or a pump that saw it up would wait for a post that
+ * never comes. (seq_cst on success: see is_closed().) */
 static bool post_admit(coro_sched *s)
 {
-    size_t before = atomic_fetch_add(&s->posts_pending, 1);
+    size_t before = atomic_load_explicit(&s->posts_pending,
+                                         memory_order_relaxed);
 
-    if (before < s->max_posts)
-        return true;
-    atomic_fetch_sub_explicit(&s->posts_pending, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->posts_rejected, 1, memory_order_relaxed);
-    return false;
+    do {
+        if (before >= s->max_posts) {
+            atomic_fetch_add_explicit(&s->posts_rejected, 1,
+                                      memory_order_relaxed);
+            return false;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(
+        &s->posts_pending, &before, before + 1, memory_order_seq_cst,
+        memory_order_relaxed));
+    return true;
 }
 
 static void post_unadmit(coro_sched *s)
@@ -527,28 +536,51 @@ static void post_unadmit(coro_sched *s)
     atomic_fetch_sub_explicit(&s->posts_pending, 1, memory_order_relaxed);
 }
 
+/* A post from another thread: allocated before it is counted, so that
+ * once counted it always reaches the owner — even when it is refused
+ * because the scheduler closed meanwhile: the refusal travels as a
+ * request too, and the owner takes the count back (take_in()). A pump
+ * that saw the count up is waiting for exactly that. */
+static int post_remote(coro_sched *s, coro_post_fn fn, void *arg,
+                       bool even_if_closed)
+{
+    struct post *p = malloc(sizeof *p);
+    bool refused;
+
+    if (p == NULL)
+        return ENOMEM;
+    if (!post_admit(s)) {
+        free(p);
+        return EAGAIN;
+    }
+    /* Looked at after counting: see is_closed(). */
+    refused = !even_if_closed && is_closed(s);
+    p->ready.coroutine = NULL;
+    p->fn = fn;
+    p->arg = arg;
+    p->remote.kind = refused ? CORO_REMOTE_REFUSED_POST : CORO_REMOTE_POST;
+    coro__inbox_push(&s->inbox, &p->remote);
+    return refused ? ESHUTDOWN : 0;
+}
+
 /* coro_post(); `even_if_closed` for the library's own stop requests. */
 static int post_checked(coro_sched *s, coro_post_fn fn, void *arg,
                         bool even_if_closed)
 {
     int err = check_caller(s, (const void *)fn);
-    bool local;
     struct post *p;
 
     if (err != 0)
         return err;
     if (!even_if_closed && is_closed(s))
         return ESHUTDOWN;
+    if (!on_owner_thread(s))
+        return post_remote(s, fn, arg, even_if_closed);
     if (!post_admit(s))
         return EAGAIN;
-    if (!even_if_closed && is_closed(s)) { /* closed since: refuse */
-        post_unadmit(s);
-        return ESHUTDOWN;
-    }
-    local = on_owner_thread(s);
-    if (local && levels_reserve(s, alive_count(s) + posts_pending(s)) != 0)
+    if (levels_reserve(s, alive_count(s) + posts_pending(s)) != 0)
         goto no_memory;
-    p = local ? s->spare_posts : NULL;
+    p = s->spare_posts;
     if (p != NULL) {
         s->spare_posts = p->next_free;
         s->spare_count--;
@@ -558,12 +590,7 @@ static int post_checked(coro_sched *s, coro_post_fn fn, void *arg,
     p->ready.coroutine = NULL;
     p->fn = fn;
     p->arg = arg;
-    if (local) {
-        ready_push(s, &p->ready, 0);
-    } else {
-        p->remote.kind = CORO_REMOTE_POST;
-        coro__inbox_push(&s->inbox, &p->remote);
-    }
+    ready_push(s, &p->ready, 0);
     return 0;
 no_memory:
     post_unadmit(s);
@@ -659,6 +686,14 @@ static bool take_in(coro_sched *s, coro_remote *r)
         return true;
     case CORO_REMOTE_CLOSE:
         cancel_members(s);
+        return true;
+    case CORO_REMOTE_REFUSED_START: /* refused: give its count back */
+        atomic_fetch_sub_explicit(&s->arriving, 1, memory_order_release);
+        shell_free(remote_coroutine(r));
+        return true;
+    case CORO_REMOTE_REFUSED_POST:
+        post_unadmit(s);
+        free(remote_post(r));
         return true;
     }
     abort(); /* no other kind exists */
@@ -1049,6 +1084,11 @@ static int pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
             return ETIMEDOUT;
         if (run_one(s))
             continue;
+        /* What was taken in may have ended the work without queueing
+         * anything (a refused request giving its count back, a request
+         * owed to a finished coroutine): look again before sleeping. */
+        if (!work_remains(s))
+            break;
         timing_pause(s); /* a sleep is not part of the last resume */
         wake_at = coro__timers_next(&s->timers);
         coro__inbox_wait(&s->inbox, wake_at < deadline ? wake_at : deadline);
@@ -1218,10 +1258,15 @@ static void abandon_rest(coro_sched *s)
         posts = entry->next;
         ready_push(s, entry, 0);
     }
-    while (work_remains(s) || atomic_load(&s->arriving) > 0 ||
-           s->backlog != NULL) {
+    for (;;) {
         drain_inbox(s);
-        if (!run_one(s) && s->backlog == NULL)
+        if (run_one(s))
+            continue;
+        /* Looked at after the drain: what it took in may have ended the
+         * work without queueing anything. */
+        if (!work_remains(s) && s->backlog == NULL)
+            break;
+        if (s->backlog == NULL)
             coro__inbox_wait(&s->inbox, CORO_FOREVER);
     }
 }
@@ -1337,6 +1382,8 @@ int coro_sched_destroy(coro_sched *s)
         return EINVAL;
     if (s->owner != coro__thread_id())
         return EPERM;
+    if (!s->pumping)
+        drain_inbox(s); /* refusals that raced with a shutdown, say */
     if (s->pumping || work_remains(s) || (s->handles > 0 && !s->shut_down))
         return EBUSY;
     coro__signal_forget(s);         /* no signal handler can reach s now */

@@ -1,0 +1,388 @@
+#!/usr/bin/env python3
+"""The summary table of //bench:all: every target of the course, our
+figure, the same-run baseline, the ratio, met or not.
+
+    summary.py [--markdown] [--seconds S] [--load L]... DIR
+
+DIR holds what bench/all.sh kept of each benchmark: NAME.log (its standard
+output) and, for the runners built on bench/interleave.py, NAME.results
+(one `result name=... median=...` line per binary). Rows whose benchmark
+did not run say so. The targets are written here, once, beside the row
+that measures them; a benchmark's own table also says met / NOT met for
+the targets it knows. Standard library only.
+"""
+
+import argparse
+import os
+import re
+import sys
+
+
+# ── Reading what the benchmarks wrote ─────────────────────────────────────
+
+def read(directory, name, suffix):
+    path = os.path.join(directory, f"{name}.{suffix}")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def results(directory, name):
+    """{binary name: {field: value}} from NAME.results, or None."""
+    text = read(directory, name, "results")
+    if text is None:
+        return None
+    out = {}
+    for line in text.splitlines():
+        kind, *fields = line.split()
+        if kind == "result":
+            row = dict(field.split("=", 1) for field in fields)
+            out[row["name"]] = row
+    return out
+
+
+def median(res, name):
+    if res is None or name not in res:
+        return None
+    return float(res[name]["median"])
+
+
+def search(pattern, text, group=1, kind=float):
+    """The first match of pattern in text (multi-line), converted; or None."""
+    if text is None:
+        return None
+    match = re.search(pattern, text, re.MULTILINE)
+    return kind(match.group(group)) if match else None
+
+
+# ── Formatting ─────────────────────────────────────────────────────────────
+
+def ns(value):
+    """12.3 ns, 1.23 us, 12.3 us."""
+    if value >= 10000:
+        return f"{value / 1000:.1f} us"
+    if value >= 1000:
+        return f"{value / 1000:.2f} us"
+    return f"{value:.3g} ns" if value < 100 else f"{value:.0f} ns"
+
+
+def per_second(value_ns):
+    rate = 1e9 / value_ns
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if rate >= scale:
+            return f"{rate / scale:.3g}{suffix}/s"
+    return f"{rate:.3g}/s"
+
+
+def percent(value):
+    return "< 0.001%" if value < 0.001 else f"{value:.3f}%"
+
+
+def times(value):
+    return f"{value:.2f}x" if value < 10 else f"{value:.0f}x"
+
+
+class Row:
+    """One line of the summary. `met` is True, False or None (not run)."""
+
+    def __init__(self, what, ours=None, base=None, ratio=None, target="",
+                 met=None, base_label=""):
+        self.what, self.ours, self.base = what, ours, base
+        self.ratio, self.target, self.met = ratio, target, met
+        self.base_label = base_label
+
+    def cells(self):
+        if self.met is None:
+            return [self.what, "not run", "", "", self.target, "-"]
+        base = self.base or "-"
+        if self.base_label:
+            base = f"{base} ({self.base_label})"
+        return [self.what, self.ours, base, self.ratio or "-", self.target,
+                "met" if self.met else "MISSED"]
+
+
+# ── The rows ───────────────────────────────────────────────────────────────
+
+def switch_rows(d):
+    res = results(d, "switch")
+    raw, boost = median(res, "raw_asm"), median(res, "boost")
+    ucontext = median(res, "raw_ucontext")
+    rows = []
+    if raw and boost:
+        r = raw / boost
+        rows.append(Row("raw switch (ch01 asm) vs Boost.Context",
+                        ns(raw), ns(boost), times(r), "<= 1x Boost",
+                        r <= 1.0, "Boost jump_fcontext"))
+    else:
+        rows.append(Row("raw switch (ch01 asm) vs Boost.Context",
+                        target="<= 1x Boost"))
+    if raw and ucontext:
+        r = ucontext / raw
+        rows.append(Row("raw switch vs our ucontext back-end",
+                        ns(raw), ns(ucontext), f"{r:.1f}x faster",
+                        ">= 100x faster", r >= 100, "ucontext switch"))
+    else:
+        rows.append(Row("raw switch vs our ucontext back-end",
+                        target=">= 100x faster"))
+    return rows
+
+
+def sched_rows(d):
+    res = results(d, "sched")
+    raw, yield1 = median(res, "raw_asm"), median(res, "yield1")
+    go1, pthread = median(res, "go1"), median(res, "pthread")
+    rows = []
+    if raw and yield1:
+        r = yield1 / raw
+        rows.append(Row("scheduled yield, ns per switch", ns(yield1),
+                        ns(raw), times(r), "<= 20 ns", yield1 <= 20,
+                        "raw switch"))
+        rows.append(Row("scheduled yield vs raw switch", ns(yield1),
+                        ns(raw), times(r), "<= 4x", r <= 4, "raw switch"))
+    else:
+        rows.append(Row("scheduled yield, ns per switch", target="<= 20 ns"))
+        rows.append(Row("scheduled yield vs raw switch", target="<= 4x"))
+    if go1 and pthread:
+        r = pthread / go1
+        rows.append(Row("go + run + finish (cache warm), ns", ns(go1),
+                        ns(pthread), f"{r:.0f}x faster", "<= 40 ns",
+                        go1 <= 40, "pthread_create+join"))
+        rows.append(Row("go + run + finish vs pthread_create+join", ns(go1),
+                        ns(pthread), f"{r:.0f}x faster", ">= 100x faster",
+                        r >= 100, "pthread_create+join"))
+    else:
+        rows.append(Row("go + run + finish (cache warm), ns",
+                        target="<= 40 ns"))
+        rows.append(Row("go + run + finish vs pthread_create+join",
+                        target=">= 100x faster"))
+    return rows
+
+
+def live_rows(d):
+    live = read(d, "live", "log")
+    threads = read(d, "live_threads", "log")
+    n = search(r"^Live coroutines: (\d+) suspended", live, kind=int)
+    ours = search(r"suspended coroutine: ([\d.]+) KiB resident", live)
+    base = search(r"blocked thread: ([\d.]+) KiB resident", threads)
+    what = "live coroutines, resident KiB each"
+    if n:
+        what = f"{n:,} live coroutines, KiB resident each"
+    if ours is None:
+        return [Row(what, target="<= 4.5 KiB")]
+    ratio = f"{ours / base:.2f}x" if base else None
+    return [Row(what, f"{ours:.2f} KiB",
+                f"{base:.2f} KiB" if base else None, ratio, "<= 4.5 KiB",
+                ours <= 4.5, "blocked pthread" if base else "")]
+
+
+def threads_rows(d):
+    res = results(d, "threads")
+    post, queue = median(res, "post"), median(res, "queue")
+    wake, condvar = median(res, "wake"), median(res, "condvar")
+    rows = []
+    if post and queue:
+        r = queue / post  # throughput ratio: ours / baseline
+        rows.append(Row("cross-thread posts, 1 producer -> 1 pump",
+                        per_second(post), per_second(queue),
+                        f"{r:.2f}x throughput", ">= 2x throughput", r >= 2,
+                        "mutex+condvar queue"))
+    else:
+        rows.append(Row("cross-thread posts, 1 producer -> 1 pump",
+                        target=">= 2x throughput"))
+    if wake and condvar:
+        r = wake / condvar
+        rows.append(Row("cross-thread wake, ns per wake", ns(wake),
+                        ns(condvar), times(r), "<= 1.5x", r <= 1.5,
+                        "condvar ping-pong"))
+    else:
+        rows.append(Row("cross-thread wake, ns per wake", target="<= 1.5x"))
+    return rows
+
+
+def timers_rows(d):
+    log = read(d, "timers_quick", "log")
+    n = search(r"^Timers: (\d+) sleepers", log, kind=int)
+    tag = f" ({n:,})" if n else ""
+    if log is None or n is None:
+        return [Row("timers: none early", target="0 early"),
+                Row("timers: deadline order", target="0 out of order"),
+                Row("timers: set + fire, CPU ns per timer",
+                    target="<= 200 ns")]
+    until_ok = search(r"until: none fired early: wake >= deadline for "
+                      r"(\d+) of (\d+)", log, 1, int)
+    until_all = search(r"until: none fired early: wake >= deadline for "
+                       r"(\d+) of (\d+)", log, 2, int)
+    sleep_early = search(r"sleep: none fired early: (\d+) provably early",
+                         log, kind=int)
+    sleep_all = search(r"sleep: none fired early: .* of (\d+)$", log,
+                       kind=int)
+    until_order = search(r"until: fired in deadline order.*: (\d+) out of "
+                         r"order", log, kind=int)
+    sleep_order = search(r"sleep: fired in deadline order: (\d+) woke "
+                         r"after", log, kind=int)
+    # The timer's own cost is a difference, sleep - yield: the same
+    # coroutines with and without a timer. Its wall time is a difference of
+    # two large, noisy figures (it even comes out negative on a busy
+    # machine); the thread's CPU time leaves out the time other processes
+    # took the core, so the row judges that, and shows the wall figure too.
+    # The heap baseline's CPU time is the last column of its row.
+    heap = search(r"^\s+binary heap push \+ pop.*\s([\d.]+)$", log)
+    cost = search(r"^\s+CPU, sleep - yield: (-?[\d.]+) ns per timer", log)
+    wall = search(r"sleep - yield: (-?[\d.]+) ns per timer set \+ fire", log)
+    rows = []
+    if None not in (until_ok, until_all, sleep_early, sleep_all):
+        early = (until_all - until_ok) + sleep_early
+        rows.append(Row(f"timers{tag}: none fired early",
+                        f"{early} of {until_all + sleep_all:,}", None, None,
+                        "0 early", early == 0))
+    else:
+        rows.append(Row(f"timers{tag}: none fired early", target="0 early"))
+    if until_order is not None and sleep_order is not None:
+        wrong = until_order + sleep_order
+        rows.append(Row(f"timers{tag}: deadline order",
+                        f"{wrong} out of order", None, None,
+                        "0 out of order", wrong == 0))
+    else:
+        rows.append(Row(f"timers{tag}: deadline order",
+                        target="0 out of order"))
+    what = f"timers{tag}: set + fire, CPU ns per timer"
+    if cost is not None and heap:
+        ours = f"{cost:.0f} ns" + (f" (wall {wall:.0f})" if wall is not None
+                                   else "")
+        rows.append(Row(what, ours, ns(heap),
+                        times(cost / heap) if cost > 0 else "-",
+                        "<= 200 ns", cost <= 200, "binary heap push+pop"))
+    else:
+        rows.append(Row(what, target="<= 200 ns"))
+    return rows
+
+
+IDLE_ROW = (r"^\s+{label}.*?\s(\d+\.\d{{3}})\s+(?:<\s*)?[\d.]+%")
+
+
+def idle_rows(d):
+    log = read(d, "threads", "log")
+    seconds = search(r"^Idle pump: (\d+) s with nothing to do", log,
+                     kind=int)
+    run = search(IDLE_ROW.format(label=re.escape("coro_sched_run, 1 corou")),
+                 log)
+    poll = search(IDLE_ROW.format(label=re.escape("coro_sched_poll_for(")),
+                  log)
+    condvar = search(IDLE_ROW.format(label=re.escape("pthread_cond_wait")),
+                     log)
+    rows = []
+    for what, ours in (("idle pump (parked coroutine), % of a core", run),
+                       ("idle pump (poll_for 10 ms loop), % of a core",
+                        poll)):
+        if not seconds or ours is None:
+            rows.append(Row(what, target="<= 1%"))
+            continue
+        wall_ms = seconds * 1000.0
+        pct = 100 * ours / wall_ms
+        base = None if condvar is None else 100 * condvar / wall_ms
+        # CPU times of a few us are below what the ratio can say anything
+        # about: only give it when both are at least 0.1 ms.
+        ratio = (times(ours / condvar)
+                 if condvar is not None and condvar >= 0.1 and ours >= 0.1
+                 else "- (baseline ~0)")
+        rows.append(Row(what.replace("idle pump", f"idle pump {seconds} s"),
+                        percent(pct), None if base is None else
+                        percent(base), ratio, "<= 1%", pct <= 1.0,
+                        "pthread_cond_wait"))
+    return rows
+
+
+# ── Output ─────────────────────────────────────────────────────────────────
+
+HEADER = ["row", "ours", "baseline (same run)", "ratio", "target",
+          "result"]
+
+
+def machine():
+    """'2 cores, Intel(R) Xeon(R) ...' from /proc/cpuinfo."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = " ".join(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores, {model}"
+
+
+def modes(d):
+    """Compilation modes found in the results and logs."""
+    found = set()
+    for name in os.listdir(d):
+        with open(os.path.join(d, name), encoding="utf-8") as f:
+            found.update(re.findall(r"\bmode=(\w+)", f.read()))
+    return sorted(found)
+
+
+def print_text(rows):
+    table = [HEADER] + [row.cells() for row in rows]
+    widths = [max(len(r[c]) for r in table) for c in range(len(HEADER))]
+    for i, r in enumerate(table):
+        print("  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths))
+              .rstrip())
+        if i == 0:
+            print("  " + "  ".join("-" * w for w in widths))
+
+
+def print_markdown(rows):
+    print("| " + " | ".join(HEADER) + " |")
+    print("|" + "|".join(" --- " for _ in HEADER) + "|")
+    for row in rows:
+        cells = [c.replace("|", "\\|") for c in row.cells()]
+        cells[-1] = "**MISSED**" if cells[-1] == "MISSED" else cells[-1]
+        print("| " + " | ".join(cells) + " |")
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--markdown", action="store_true",
+                        help="also print the table in Markdown")
+    parser.add_argument("--seconds", type=int, help="length of the run")
+    parser.add_argument("--load", action="append", default=[],
+                        help="load average (start, end)")
+    parser.add_argument("directory")
+    args = parser.parse_args(argv)
+
+    d = args.directory
+    rows = (switch_rows(d) + sched_rows(d) + live_rows(d) + threads_rows(d)
+            + timers_rows(d) + idle_rows(d))
+    missed = sum(1 for r in rows if r.met is False)
+    not_run = sum(1 for r in rows if r.met is None)
+
+    about = [machine()]
+    if args.load:
+        about.append("load average " + " -> ".join(args.load))
+    if args.seconds is not None:
+        about.append(f"{args.seconds} s")
+    print(f"Summary: the course's targets ({'; '.join(about)})")
+    print_text(rows)
+    print(f"  {len(rows) - missed - not_run} met, {missed} missed"
+          + (f", {not_run} not run" if not_run else "")
+          + f", of {len(rows)}. Ratios compare figures of this run; "
+          "absolute figures move with the machine's load.")
+    sleepers = search(r"^Timers: (\d+) sleepers",
+                      read(d, "timers_quick", "log"), kind=int)
+    if sleepers and sleepers < 1000000:
+        print(f"  note: the timer rows ran {sleepers:,} sleepers; the "
+              "target is for 1,000,000: ./tools/bazelw run -c opt "
+              "//bench:timers (minutes)")
+    found = modes(d)
+    if found and found != ["opt"]:
+        print(f"  note: built with -c {'/'.join(found)}: the library under "
+              "test is not optimised; use -c opt")
+    if args.markdown:
+        print()
+        print_markdown(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,1025 @@
+/*
+ * http_server.c — the capstone: an HTTP/1.1 server that stops without
+ * losing a request.
+ *
+ *   http_server [port] [grace_ms]      (defaults: 0 = any free port, 5000)
+ *
+ * It listens on 127.0.0.1 only (an example should not open a port to the
+ * network) and prints `listening on port N`. `GET /` answers `hello`, any
+ * other path 404; HEAD is answered too. Connections are kept alive (HTTP/1.0
+ * only with `Connection: keep-alive`), and pipelined requests are answered
+ * in order. This server takes no request bodies: another method is a 405,
+ * a request announcing a body a 400, and both close the connection (the
+ * body would still be on its way). A malformed request is a 400, a header
+ * block over 8 KiB a 431; each closes the connection too.
+ *
+ * One scheduler on the main thread runs everything: an acceptor coroutine
+ * and one coroutine per connection, each written as plain sequential code
+ * over non-blocking sockets. When a socket would block, its coroutine parks;
+ * a poller thread turns epoll's readiness into wakes:
+ *
+ *   poller thread                          main thread: the pump
+ *   ─────────────                          ─────────────────────
+ *   epoll_wait(every socket) ──batch──>  coro_post(deliver_readiness)
+ *                                          for each (fd, generation):
+ *                                            still that socket's coroutine?
+ *                                            then coro_wake() it
+ *   acceptor / connection coroutines:  recv/send until EAGAIN, then park
+ *
+ * SIGTERM or SIGINT closes the scheduler (coro_sched_close_on_signal()), and
+ * every coroutine is cancelled: from then on it can no longer park. Each one
+ * decides what that means for it:
+ *
+ *   acceptor                       stops accepting; the listening socket
+ *                                  closes (connections still in the
+ *                                  kernel's queue are refused).
+ *   connection between requests    one last non-blocking read, in case a
+ *                                  request arrived just before the signal;
+ *                                  if nothing came, it closes.
+ *   connection with a request in   finishes it — and any request already
+ *   flight (bytes of it received,  buffered behind it — with non-blocking
+ *   or its answer being written)   I/O and coro_yield() (the others run
+ *                                  meanwhile), answers `Connection: close`,
+ *                                  then closes. A client too slow to take
+ *                                  its answer within the grace period is
+ *                                  dropped.
+ *
+ * main then drains the scheduler with coro_sched_shutdown(), prints what
+ * coro_sched_stats() says, and exits 0 within the grace period. Each
+ * connection's socket is closed by a cleanup (coro_defer()), so even a
+ * coroutine the shutdown has to abandon releases its socket.
+ */
+#define _GNU_SOURCE /* accept4() */
+#include <ctype.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "coro.h"
+
+enum {
+    MAX_HEADER_BYTES = 8 * 1024,  /* a longer request head is answered 431 */
+    OUT_BUFFER_BYTES = 4 * 1024,  /* answers queued before one send() */
+    MAX_RESPONSE_BYTES = 512,     /* the longest answer this server writes */
+    MAX_EVENTS = 256,             /* readiness events per epoll_wait() */
+    DEFAULT_GRACE_MS = 5000,
+    MAX_GRACE_MS = 3600 * 1000,
+};
+
+/* A client silent (or not reading) for this long is dropped. */
+#define IO_TIMEOUT (60 * CORO_SEC)
+/* After our last answer, how long we wait for the client to close. */
+#define LINGER_TIMEOUT (2 * CORO_SEC)
+/* The poller's token for "stop": no socket's token is ever all ones. */
+#define STOP_TOKEN UINT64_MAX
+
+/* ------------------------------------------------------------------------
+ * State. The poller thread reads only `sched`, `epoll_fd` and `stop_fd`,
+ * all set before it starts. Everything else is touched by the main thread
+ * alone: the pump runs the coroutines and the posts there, one at a time,
+ * so none of it needs a lock.
+ */
+
+static coro_sched *sched;
+static int epoll_fd = -1;
+static int stop_fd = -1; /* an eventfd: written once to stop the poller */
+static pthread_t poller;
+
+/* Who waits on each socket, indexed by file descriptor. */
+struct watcher {
+    coro *waiter;        /* NULL when nobody does */
+    uint32_t generation; /* tells this use of the descriptor from earlier ones */
+};
+static struct watcher *watchers;
+static size_t watcher_slots; /* the process's descriptor limit */
+static uint32_t last_generation;
+
+static bool failed; /* the acceptor gave up: exit 1 */
+static uint64_t grace_ns;
+static uint64_t drain_deadline_ns; /* set when the first coroutine sees the close */
+
+static struct {
+    unsigned long open;                /* connections open now */
+    unsigned long connections;         /* accepted */
+    unsigned long requests;            /* answered */
+    unsigned long requests_after_close;
+    unsigned long idle_closed;         /* idle connections closed by the close */
+} counters;
+
+/* ------------------------------------------------------------------------
+ * Readiness: epoll on a thread of its own, wakes on the pump's thread.
+ *
+ * Why a thread: when nothing is ready, the pump sleeps inside the
+ * scheduler until a timer, a wake or a post; it cannot also sleep in
+ * epoll_wait(). So epoll gets a thread of its own, and talks to the pump
+ * the way any other thread does: with coro_post().
+ *
+ * The lifetime invariant. A coroutine of coro_go() is freed as soon as it
+ * returns, so coro_wake() on one that might have returned is a
+ * use-after-free. Hence:
+ *
+ *   - watchers[fd].waiter is set by the socket's coroutine when it starts
+ *     and cleared by its cleanup (coro_defer()), which runs when it
+ *     finishes or is abandoned, before it is freed. So a non-NULL waiter is
+ *     always a live coroutine.
+ *   - The table is read and written on the main thread only: by the
+ *     coroutines, and by deliver_readiness(), a post the pump runs between
+ *     two coroutines. No coroutine can finish while a post runs.
+ *   - The poller thread never touches a coroutine. It hands tokens
+ *     (descriptor, generation) over with coro_post().
+ *
+ * A token may be stale when its post runs: the socket was closed, and the
+ * descriptor perhaps reused by a newer connection. The generation tells
+ * them apart. (A stray wake would be harmless anyway: a woken coroutine
+ * retries its I/O and parks again on EAGAIN. The generation keeps the rule
+ * simple: a wake goes to the socket it was meant for.)
+ *
+ * Sockets are registered edge-triggered for input and output at once: one
+ * event per change of readiness, never repeated while the socket stays
+ * readable. That is what lets the poller run ahead of the pump without
+ * flooding it. The price is the edge-triggered rule: read or write until
+ * EAGAIN before parking. A wake that comes between the EAGAIN and the park
+ * is not lost: coro_wake() leaves a permit, and the park returns at once.
+ */
+
+struct readiness {
+    int count;
+    uint64_t tokens[]; /* count of them */
+};
+
+static uint64_t make_token(int fd, uint32_t generation)
+{
+    return (uint64_t)generation << 32 | (uint32_t)fd;
+}
+
+static int token_fd(uint64_t token)
+{
+    return (int)(uint32_t)token;
+}
+
+static uint32_t token_generation(uint64_t token)
+{
+    return (uint32_t)(token >> 32);
+}
+
+/* A post: runs on the pump, between coroutines. */
+static void deliver_readiness(coro_sched *s, void *arg)
+{
+    struct readiness *batch = arg;
+
+    (void)s;
+    for (int i = 0; i < batch->count; i++) {
+        struct watcher *w = &watchers[token_fd(batch->tokens[i])];
+
+        if (w->waiter != NULL &&
+            w->generation == token_generation(batch->tokens[i]))
+            coro_wake(w->waiter);
+    }
+    free(batch);
+}
+
+static void *poll_loop(void *arg)
+{
+    struct epoll_event events[MAX_EVENTS];
+
+    (void)arg;
+    for (;;) {
+        int n = epoll_wait(epoll_fd, events, MAX_EVENTS, -1); /* idle: sleeps */
+        struct readiness *batch;
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            perror("http_server: epoll_wait");
+            abort(); /* only a broken epoll_fd gets here */
+        }
+        batch = malloc(sizeof *batch + (size_t)n * sizeof batch->tokens[0]);
+        if (batch == NULL)
+            continue; /* the edges are lost: those sockets time out */
+        batch->count = 0;
+        for (int i = 0; i < n; i++) {
+            if (events[i].data.u64 == STOP_TOKEN) {
+                free(batch);
+                return NULL;
+            }
+            batch->tokens[batch->count++] = events[i].data.u64;
+        }
+        /* Once the scheduler is closed, posts are refused (ESHUTDOWN): no
+         * coroutine parks any more, so nobody needs the news. */
+        if (coro_post(sched, deliver_readiness, batch) != 0)
+            free(batch);
+    }
+}
+
+static int poller_start(void)
+{
+    struct epoll_event stop = {.events = EPOLLIN, .data.u64 = STOP_TOKEN};
+    sigset_t all, old;
+    int rc;
+
+    epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    stop_fd = eventfd(0, EFD_CLOEXEC);
+    if (epoll_fd < 0 || stop_fd < 0 ||
+        epoll_ctl(epoll_fd, EPOLL_CTL_ADD, stop_fd, &stop) != 0)
+        return errno;
+    /* Signals are the main thread's business: the poller starts with all of
+     * them blocked (a thread inherits its creator's mask). */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    rc = pthread_create(&poller, NULL, poll_loop, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+static void poller_stop(void)
+{
+    uint64_t one = 1;
+
+    if (write(stop_fd, &one, sizeof one) != sizeof one)
+        perror("http_server: stopping the poller");
+    pthread_join(poller, NULL);
+    close(stop_fd);
+    close(epoll_fd);
+}
+
+/* Start delivering readiness of `fd` to the running coroutine. */
+static int watch(int fd)
+{
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET};
+    uint32_t generation = ++last_generation;
+
+    if ((size_t)fd >= watcher_slots)
+        return EMFILE; /* cannot happen: the table covers the fd limit */
+    if (generation == UINT32_MAX) /* keep STOP_TOKEN unique */
+        generation = last_generation = 1;
+    ev.data.u64 = make_token(fd, generation);
+    watchers[fd] = (struct watcher){coro_self(), generation};
+    if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        watchers[fd].waiter = NULL;
+        return errno;
+    }
+    return 0;
+}
+
+/* Stop it. From here on no wake for `fd` reaches its old coroutine. */
+static void unwatch(int fd)
+{
+    watchers[fd].waiter = NULL;
+    epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+/* ------------------------------------------------------------------------
+ * Waiting, before and after the close.
+ */
+
+/* Cancelled coroutines get until here to finish: nine tenths of the grace
+ * period, counted from the first one to notice. The last tenth is main's
+ * margin for cleanups and the report. */
+static uint64_t drain_deadline(void)
+{
+    if (drain_deadline_ns == 0)
+        drain_deadline_ns = coro_now() + grace_ns - grace_ns / 10;
+    return drain_deadline_ns;
+}
+
+/*
+ * The socket said EAGAIN: wait until it may be ready, or `deadline`.
+ * Returns 0 to retry the I/O, or ETIMEDOUT to give up on the connection.
+ *
+ * Once cancelled, a coroutine cannot park (it would return ECANCELED at
+ * once). It yields instead — the others run, its socket may become ready
+ * meanwhile — and retries, until the drain deadline. That spins, but only
+ * while a request is still in flight during the grace period.
+ */
+static int wait_for_socket(uint64_t deadline)
+{
+    int rc = coro_park_until(deadline);
+
+    if (rc != ECANCELED)
+        return rc; /* 0: woken by the poller; or ETIMEDOUT */
+    if (deadline > drain_deadline())
+        deadline = drain_deadline();
+    if (coro_now() >= deadline)
+        return ETIMEDOUT;
+    coro_yield(); /* returns ECANCELED, after the others ran */
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * A connection: its buffers, and I/O that waits like blocking I/O would.
+ */
+
+struct conn {
+    int fd;
+    size_t in_len;  /* bytes received and not yet consumed */
+    size_t out_len; /* bytes of answers queued and not yet sent */
+    char in[MAX_HEADER_BYTES];
+    char out[OUT_BUFFER_BYTES];
+};
+
+static void consume_input(struct conn *c, size_t n)
+{
+    memmove(c->in, c->in + n, c->in_len - n);
+    c->in_len -= n;
+}
+
+/* Send every queued byte. False if the connection is lost or too slow. */
+static bool flush_output(struct conn *c)
+{
+    uint64_t deadline = coro_now() + IO_TIMEOUT;
+    size_t sent = 0;
+
+    while (sent < c->out_len) {
+        ssize_t n = send(c->fd, c->out + sent, c->out_len - sent, MSG_NOSIGNAL);
+
+        if (n >= 0)
+            sent += (size_t)n;
+        else if (errno == EINTR)
+            continue;
+        else if ((errno != EAGAIN && errno != EWOULDBLOCK) ||
+                 wait_for_socket(deadline) != 0)
+            return false;
+    }
+    c->out_len = 0;
+    return true;
+}
+
+/* "\r\n" and a bare "\n" (RFC 9112, section 2.2, allows it) end a line. */
+static bool line_end_at(const char *p, const char *end, size_t *length)
+{
+    if (p < end && p[0] == '\n') {
+        *length = 1;
+        return true;
+    }
+    if (p + 1 < end && p[0] == '\r' && p[1] == '\n') {
+        *length = 2;
+        return true;
+    }
+    return false;
+}
+
+/* The length of the request head at the start of `buf` (the empty line
+ * that ends it included), or 0 if it has not all arrived. */
+static size_t header_block_length(const char *buf, size_t len)
+{
+    const char *end = buf + len;
+    const char *p = buf;
+    size_t blank;
+
+    while ((p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+        p++; /* the start of the next line: is it empty? */
+        if (line_end_at(p, end, &blank))
+            return (size_t)(p - buf) + blank;
+    }
+    return 0;
+}
+
+/* Empty lines before a request line are ignored (RFC 9112, section 2.2). */
+static void skip_blank_lines(struct conn *c)
+{
+    size_t skip = 0;
+    size_t one;
+
+    while (line_end_at(c->in + skip, c->in + c->in_len, &one))
+        skip += one;
+    if (skip > 0)
+        consume_input(c, skip);
+}
+
+enum input {
+    INPUT_REQUEST,   /* a whole request head is buffered */
+    INPUT_TOO_LARGE, /* the buffer is full and the head is not complete */
+    INPUT_IDLE_AT_CLOSE, /* cancelled between two requests */
+    INPUT_GONE,      /* closed by the client, failed, or timed out */
+};
+
+/* Read until a whole request head is buffered. Answers queued so far are
+ * sent first: nothing is owed to the client while we wait for it. */
+static enum input read_request_head(struct conn *c, size_t *length)
+{
+    uint64_t deadline = coro_now() + IO_TIMEOUT;
+
+    for (;;) {
+        bool canceled;
+        ssize_t n;
+
+        skip_blank_lines(c);
+        *length = header_block_length(c->in, c->in_len);
+        if (*length > 0)
+            return INPUT_REQUEST;
+        if (c->in_len == sizeof c->in)
+            return INPUT_TOO_LARGE;
+        if (!flush_output(c))
+            return INPUT_GONE;
+        canceled = coro_canceled(); /* asked before the recv(): see below */
+        n = recv(c->fd, c->in + c->in_len, sizeof c->in - c->in_len, 0);
+        if (n > 0) {
+            c->in_len += (size_t)n;
+            continue;
+        }
+        if (n == 0)
+            return INPUT_GONE; /* a partial request dies with the client */
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return INPUT_GONE;
+        /* Nothing to read, no request begun, and this recv() came after
+         * we knew of the cancellation — so after the signal: a request
+         * the client sent before it would have been here. Close. */
+        if (c->in_len == 0 && canceled)
+            return INPUT_IDLE_AT_CLOSE;
+        if (wait_for_socket(deadline) != 0)
+            return INPUT_GONE;
+    }
+}
+
+/* After the close a connection stays open only while the client has more
+ * requests on their way already: buffered, or waiting in the socket. */
+static bool more_input_at_close(struct conn *c)
+{
+    ssize_t n;
+
+    if (c->in_len > 0)
+        return true;
+    n = recv(c->fd, c->in, sizeof c->in, 0);
+    if (n <= 0)
+        return false; /* EAGAIN (nothing), end of stream, or an error */
+    c->in_len = (size_t)n;
+    return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Parsing a request head (RFC 9112), strictly enough to be safe.
+ */
+
+struct span {
+    const char *p;
+    size_t n;
+};
+
+struct request {
+    int status;      /* the answer: 200, 404, or the error found */
+    bool head;       /* HEAD: the same answer without its body */
+    bool keep_alive; /* the connection stays open after the answer */
+};
+
+struct request_line {
+    struct span method;
+    struct span target;
+    int minor;      /* HTTP/1.<minor> */
+    bool supported; /* HTTP/1.0 or HTTP/1.1 */
+};
+
+struct headers {
+    int hosts;
+    bool close;      /* Connection: close */
+    bool keep_alive; /* Connection: keep-alive */
+    bool body;       /* Content-Length other than 0, or Transfer-Encoding */
+};
+
+/* The next line of a complete head, without its line end. */
+static struct span next_line(const char *block, size_t length, size_t *pos)
+{
+    const char *start = block + *pos;
+    const char *newline = memchr(start, '\n', length - *pos); /* never NULL */
+    size_t n = (size_t)(newline - start);
+
+    *pos += n + 1;
+    if (n > 0 && start[n - 1] == '\r')
+        n--;
+    return (struct span){start, n};
+}
+
+static struct span trim(struct span s)
+{
+    while (s.n > 0 && (s.p[0] == ' ' || s.p[0] == '\t')) {
+        s.p++;
+        s.n--;
+    }
+    while (s.n > 0 && (s.p[s.n - 1] == ' ' || s.p[s.n - 1] == '\t'))
+        s.n--;
+    return s;
+}
+
+static bool span_is(struct span s, const char *text)
+{
+    return s.n == strlen(text) && memcmp(s.p, text, s.n) == 0;
+}
+
+static bool span_is_nocase(struct span s, const char *text)
+{
+    return s.n == strlen(text) && strncasecmp(s.p, text, s.n) == 0;
+}
+
+/* A token (a method, a header name): RFC 9110, section 5.6.2. */
+static bool is_token(struct span s)
+{
+    if (s.n == 0)
+        return false;
+    for (size_t i = 0; i < s.n; i++) {
+        unsigned char ch = (unsigned char)s.p[i];
+
+        if (!isalnum(ch) && (ch == '\0' || strchr("!#$%&'*+-.^_`|~", ch) == NULL))
+            return false;
+    }
+    return true;
+}
+
+/* Visible characters and spaces; no control character but tab. */
+static bool is_field_value(struct span s)
+{
+    for (size_t i = 0; i < s.n; i++) {
+        unsigned char ch = (unsigned char)s.p[i];
+
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+            return false;
+    }
+    return true;
+}
+
+/* "GET /path HTTP/1.1": single spaces, an origin-form target. */
+static bool parse_request_line(struct span line, struct request_line *rl)
+{
+    const char *end = line.p + line.n;
+    const char *space1 = memchr(line.p, ' ', line.n);
+    const char *space2;
+    struct span version;
+
+    if (space1 == NULL)
+        return false;
+    space2 = memchr(space1 + 1, ' ', (size_t)(end - space1 - 1));
+    if (space2 == NULL)
+        return false;
+    rl->method = (struct span){line.p, (size_t)(space1 - line.p)};
+    rl->target = (struct span){space1 + 1, (size_t)(space2 - space1 - 1)};
+    version = (struct span){space2 + 1, (size_t)(end - space2 - 1)};
+    if (!is_token(rl->method) || rl->target.n == 0 || rl->target.p[0] != '/')
+        return false;
+    for (size_t i = 0; i < rl->target.n; i++)
+        if ((unsigned char)rl->target.p[i] <= ' ' || rl->target.p[i] == 0x7f)
+            return false;
+    if (version.n != 8 || memcmp(version.p, "HTTP/", 5) != 0 ||
+        !isdigit((unsigned char)version.p[5]) || version.p[6] != '.' ||
+        !isdigit((unsigned char)version.p[7]))
+        return false;
+    rl->minor = version.p[7] - '0';
+    rl->supported = version.p[5] == '1' && rl->minor <= 1;
+    return true;
+}
+
+/* "Connection: close, Upgrade": a comma-separated list of options. */
+static void parse_connection(struct span value, struct headers *h)
+{
+    size_t start = 0;
+
+    while (start <= value.n) {
+        const char *comma = memchr(value.p + start, ',', value.n - start);
+        size_t end = comma != NULL ? (size_t)(comma - value.p) : value.n;
+        struct span option = trim((struct span){value.p + start, end - start});
+
+        if (span_is_nocase(option, "close"))
+            h->close = true;
+        else if (span_is_nocase(option, "keep-alive"))
+            h->keep_alive = true;
+        start = end + 1;
+    }
+}
+
+/* A length of zero is the only body this server accepts. */
+static bool is_zero(struct span value)
+{
+    if (value.n == 0)
+        return false;
+    for (size_t i = 0; i < value.n; i++)
+        if (value.p[i] != '0')
+            return false;
+    return true;
+}
+
+/* "Name: value". False for a malformed line — among them "Name : value"
+ * and obsolete line folding (a line that starts with a space): a space is
+ * not part of a token. */
+static bool parse_header(struct span line, struct headers *h)
+{
+    const char *colon = memchr(line.p, ':', line.n);
+    struct span name, value;
+
+    if (colon == NULL)
+        return false;
+    name = (struct span){line.p, (size_t)(colon - line.p)};
+    value = trim((struct span){colon + 1, line.n - name.n - 1});
+    if (!is_token(name) || !is_field_value(value))
+        return false;
+    if (span_is_nocase(name, "host"))
+        h->hosts++;
+    else if (span_is_nocase(name, "connection"))
+        parse_connection(value, h);
+    else if (span_is_nocase(name, "content-length"))
+        h->body |= !is_zero(value);
+    else if (span_is_nocase(name, "transfer-encoding"))
+        h->body = true;
+    return true;
+}
+
+/* Is the target's path "/" (a query string is ignored)? */
+static bool is_root(struct span target)
+{
+    return target.n == 1 || target.p[1] == '?';
+}
+
+/* Decide the answer to the complete head block[0, length). */
+static struct request parse_request(const char *block, size_t length)
+{
+    struct request req = {.status = 400}; /* until proven otherwise */
+    struct request_line rl;
+    struct headers h = {0};
+    size_t pos = 0;
+
+    if (!parse_request_line(next_line(block, length, &pos), &rl))
+        return req;
+    if (!rl.supported) {
+        req.status = 505;
+        return req;
+    }
+    for (;;) {
+        struct span line = next_line(block, length, &pos);
+
+        if (line.n == 0)
+            break;
+        if (!parse_header(line, &h))
+            return req;
+    }
+    if (rl.minor == 1 && h.hosts != 1)
+        return req; /* HTTP/1.1 requires exactly one Host */
+    if (!span_is(rl.method, "GET") && !span_is(rl.method, "HEAD")) {
+        req.status = 405;
+        return req;
+    }
+    if (h.body)
+        return req;
+    req.head = span_is(rl.method, "HEAD");
+    req.keep_alive = rl.minor == 1 ? !h.close : h.keep_alive && !h.close;
+    req.status = is_root(rl.target) ? 200 : 404;
+    return req;
+}
+
+/* ------------------------------------------------------------------------
+ * Answering.
+ */
+
+struct status {
+    int code;
+    const char *reason;
+    const char *body;
+};
+
+static const struct status statuses[] = {
+    {200, "OK", "hello\n"},
+    {400, "Bad Request", "bad request\n"},
+    {404, "Not Found", "not found\n"},
+    {405, "Method Not Allowed", "method not allowed\n"},
+    {431, "Request Header Fields Too Large", "request header too large\n"},
+    {505, "HTTP Version Not Supported", "HTTP version not supported\n"},
+};
+
+static const struct status *find_status(int code)
+{
+    size_t count = sizeof statuses / sizeof statuses[0];
+
+    for (size_t i = 0; i < count; i++)
+        if (statuses[i].code == code)
+            return &statuses[i];
+    return &statuses[1]; /* not reached: every code we answer is listed */
+}
+
+/* Queue the answer; it is sent before the next wait for input. */
+static bool queue_response(struct conn *c, const struct request *req)
+{
+    const struct status *st = find_status(req->status);
+    size_t room;
+    int n;
+
+    if (sizeof c->out - c->out_len < MAX_RESPONSE_BYTES && !flush_output(c))
+        return false;
+    room = sizeof c->out - c->out_len;
+    n = snprintf(c->out + c->out_len, room,
+                 "HTTP/1.1 %d %s\r\n"
+                 "Content-Type: text/plain\r\n"
+                 "Content-Length: %zu\r\n"
+                 "%s"
+                 "Connection: %s\r\n"
+                 "\r\n"
+                 "%s",
+                 st->code, st->reason, strlen(st->body),
+                 st->code == 405 ? "Allow: GET, HEAD\r\n" : "",
+                 req->keep_alive ? "keep-alive" : "close",
+                 req->head ? "" : st->body);
+    if (n < 0 || (size_t)n >= room)
+        return false; /* not reached: MAX_RESPONSE_BYTES covers every answer */
+    c->out_len += (size_t)n;
+    return true;
+}
+
+enum next {
+    NEXT_REQUEST,     /* keep the connection */
+    NEXT_LINGER,      /* answered with "Connection: close": close politely */
+    NEXT_CLOSE,       /* nothing more to say: just close */
+};
+
+static enum next serve_one_request(struct conn *c)
+{
+    struct request req = {.status = 431};
+    size_t length;
+
+    switch (read_request_head(c, &length)) {
+    case INPUT_REQUEST:
+        req = parse_request(c->in, length);
+        consume_input(c, length);
+        break;
+    case INPUT_TOO_LARGE:
+        break; /* the rest of the head is discarded while we linger */
+    case INPUT_IDLE_AT_CLOSE:
+        counters.idle_closed++;
+        return NEXT_CLOSE;
+    case INPUT_GONE:
+        return NEXT_CLOSE;
+    }
+    if (req.keep_alive && coro_canceled())
+        req.keep_alive = more_input_at_close(c);
+    if (!queue_response(c, &req))
+        return NEXT_CLOSE;
+    counters.requests++;
+    if (coro_canceled())
+        counters.requests_after_close++;
+    return req.keep_alive ? NEXT_REQUEST : NEXT_LINGER;
+}
+
+/*
+ * Send the last answers, close our half, and read (discarding) until the
+ * client closes its half. Closing a socket with unread input makes the
+ * kernel reset the connection, and a reset can destroy the answer before
+ * the client has read it: the "lingering close" of RFC 9112, section 9.6.
+ */
+static void close_politely(struct conn *c)
+{
+    uint64_t deadline = coro_now() + LINGER_TIMEOUT;
+
+    if (!flush_output(c))
+        return;
+    shutdown(c->fd, SHUT_WR);
+    for (;;) {
+        ssize_t n = recv(c->fd, c->in, sizeof c->in, 0);
+
+        if (n > 0 || (n < 0 && errno == EINTR))
+            continue;
+        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) ||
+            wait_for_socket(deadline) != 0)
+            return;
+    }
+}
+
+/* The cleanup: runs when the coroutine returns, or when the shutdown
+ * abandons it (then on main's stack, the coroutine never resumed). */
+static void release_connection(void *arg)
+{
+    struct conn *c = arg;
+
+    unwatch(c->fd);
+    close(c->fd);
+    free(c);
+    counters.open--;
+}
+
+/* The coroutine of one connection. */
+static void *serve_connection(void *arg)
+{
+    struct conn *c = arg;
+    enum next next;
+
+    if (coro_defer(release_connection, c) != 0) {
+        release_connection(c); /* not registered (ENOMEM): release now */
+        return NULL;
+    }
+    if (watch(c->fd) != 0)
+        return NULL;
+    do
+        next = serve_one_request(c);
+    while (next == NEXT_REQUEST);
+    if (next == NEXT_LINGER)
+        close_politely(c);
+    return NULL; /* release_connection() runs now */
+}
+
+static void start_connection(int fd)
+{
+    struct conn *c = malloc(sizeof *c);
+    int one = 1;
+
+    if (c == NULL) {
+        close(fd);
+        return;
+    }
+    c->fd = fd;
+    c->in_len = 0;
+    c->out_len = 0;
+    /* An answer is one send(): never hold it back waiting for an ACK. */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (coro_go(coro_sched_self(), serve_connection, c) != 0) {
+        close(fd); /* ESHUTDOWN (closed meanwhile) or ENOMEM: refuse */
+        free(c);
+        return;
+    }
+    counters.connections++;
+    counters.open++; /* until release_connection() */
+}
+
+/* ------------------------------------------------------------------------
+ * The acceptor, and the program.
+ */
+
+static void stop_listening(void *arg)
+{
+    int fd = *(int *)arg;
+
+    unwatch(fd);
+    close(fd);
+}
+
+/* Without its acceptor the server is useless: close the scheduler, so
+ * that main shuts down (and exits 1). */
+static void *give_up(const char *why)
+{
+    perror(why);
+    failed = true;
+    coro_sched_close(coro_sched_self());
+    return NULL;
+}
+
+static void *accept_connections(void *arg)
+{
+    int listen_fd = *(int *)arg;
+
+    if (coro_defer(stop_listening, arg) != 0 || watch(listen_fd) != 0)
+        return give_up("http_server: watching the listening socket");
+    while (!coro_canceled()) {
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+        if (fd >= 0) {
+            start_connection(fd);
+            coro_yield(); /* a burst of connections must not hog the pump */
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK)
+            coro_park(); /* ECANCELED ends the loop: the door closes */
+        else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+                 errno == ENOMEM)
+            /* Out of descriptors or memory: the connection stays queued.
+             * No new edge may come for it, so retry after a pause. */
+            coro_sleep(100 * CORO_MSEC);
+        else if (errno != EINTR && errno != ECONNABORTED)
+            return give_up("http_server: accept4");
+    }
+    return NULL; /* stop_listening() runs now */
+}
+
+/* As many descriptors as we may have; returns how many that is. */
+static size_t raise_fd_limit(void)
+{
+    struct rlimit limit;
+
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0)
+        return 1024;
+    limit.rlim_cur = limit.rlim_max;
+    if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur > 1024 * 1024)
+        limit.rlim_cur = 1024 * 1024; /* the kernel's usual nr_open */
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0)
+        getrlimit(RLIMIT_NOFILE, &limit);
+    return (size_t)limit.rlim_cur;
+}
+
+/* A listening socket on 127.0.0.1:port; `*port` becomes the bound port. */
+static int open_listener(int *port)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET};
+    socklen_t addr_len = sizeof addr;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons((uint16_t)*port);
+    if (fd < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
+        listen(fd, SOMAXCONN) != 0 ||
+        getsockname(fd, (struct sockaddr *)&addr, &addr_len) != 0) {
+        perror("http_server: listen");
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    *port = ntohs(addr.sin_port);
+    return fd;
+}
+
+static bool parse_number(const char *text, long max, long *out)
+{
+    char *end;
+
+    errno = 0;
+    *out = strtol(text, &end, 10);
+    return errno == 0 && end != text && *end == '\0' && *out >= 0 && *out <= max;
+}
+
+/* Pump until the scheduler is closed (by a signal). An idle pump sleeps:
+ * the poller's posts wake it, and so does the close. */
+static void pump_until_closed(coro_sched *s)
+{
+    coro_stats stats = {0};
+
+    while (!stats.closed) {
+        coro_sched_poll_for(s, 60 * CORO_SEC);
+        coro_sched_stats(s, &stats);
+    }
+    printf("closing: %lu connections open, %zu coroutines alive\n",
+           counters.open, stats.alive);
+    fflush(stdout);
+}
+
+static void print_report(const coro_sched *s, size_t abandoned)
+{
+    coro_stats st;
+
+    coro_sched_stats(s, &st);
+    printf("connections accepted:  %lu\n", counters.connections);
+    printf("requests answered:     %lu (%lu after the close)\n",
+           counters.requests, counters.requests_after_close);
+    printf("idle closed at close:  %lu\n", counters.idle_closed);
+    printf("scheduler stats:\n");
+    printf("  closed:              %s\n", st.closed ? "yes" : "no");
+    printf("  alive:               %zu\n", st.alive);
+    printf("  ready:               %zu\n", st.ready);
+    printf("  posts pending:       %zu\n", st.posts_pending);
+    printf("  posts rejected:      %zu\n", st.posts_rejected);
+    printf("  timers pending:      %zu\n", st.timers_pending);
+    printf("  resumes:             %llu\n", (unsigned long long)st.resumes);
+    printf("  longest resume:      %.1f us\n", st.longest_resume_ns / 1e3);
+    printf("  wake latency max:    %.1f us\n", st.wake_latency_max_ns / 1e3);
+    printf("  wake latency mean:   %.1f us\n", st.wake_latency_mean_ns / 1e3);
+    printf("abandoned:             %zu\n", abandoned);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    long port = 0, grace_ms = DEFAULT_GRACE_MS;
+    int listen_fd, bound_port;
+    size_t abandoned;
+
+    if (argc > 3 || (argc > 1 && !parse_number(argv[1], 65535, &port)) ||
+        (argc > 2 && !parse_number(argv[2], MAX_GRACE_MS, &grace_ms))) {
+        fprintf(stderr, "usage: http_server [port (0: any)] [grace_ms]\n");
+        return 2;
+    }
+    grace_ns = (uint64_t)grace_ms * CORO_MSEC;
+    watcher_slots = raise_fd_limit();
+    watchers = calloc(watcher_slots, sizeof *watchers);
+    bound_port = (int)port;
+    listen_fd = open_listener(&bound_port);
+    sched = coro_sched_create();
+    if (watchers == NULL || listen_fd < 0 || sched == NULL ||
+        poller_start() != 0) {
+        fprintf(stderr, "http_server: cannot start\n");
+        return 1;
+    }
+    /* Before the port is printed: whoever reads it may signal at once. */
+    if (coro_sched_close_on_signal(sched, SIGTERM) != 0 ||
+        coro_sched_close_on_signal(sched, SIGINT) != 0 ||
+        coro_go(sched, accept_connections, &listen_fd) != 0) {
+        fprintf(stderr, "http_server: cannot start\n");
+        return 1;
+    }
+    printf("listening on port %d\n", bound_port);
+    fflush(stdout);
+
+    pump_until_closed(sched);
+    abandoned = coro_sched_shutdown(sched, grace_ns);
+    poller_stop(); /* before the scheduler goes: the poller posts to it */
+    print_report(sched, abandoned);
+    if (coro_sched_destroy(sched) != 0) {
+        fprintf(stderr, "http_server: scheduler still busy\n");
+        return 1;
+    }
+    free(watchers);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,818 @@
+// http_server_test.cc — chapter 5's capstone, end to end.
+//
+// Starts //ch05_shutdown/examples:http_server as a child process, reads the
+// port it prints, and talks HTTP/1.1 to it over loopback with a client of
+// its own: first the protocol (keep-alive, 404, 400, 431, 405, HEAD,
+// HTTP/1.0, pipelining), then the shutdown — idle connections, a request in
+// flight, a stalled client, and 200 busy keep-alive connections that get
+// SIGTERM in the middle of their traffic.
+//
+// The rule checked under load: every request whose bytes were all sent
+// before the signal gets its full, correct answer. A request sent after it
+// may be answered or refused by a close, but no connection ever ends with
+// part of an answer. The server closes every connection, and exits with
+// status 0 within its grace period.
+//
+// Configurations. The server is a data dependency, built in the same
+// configuration as this test: under --config=asan, ubsan or tsan it carries
+// the same sanitizer, and a report makes it exit non-zero, which fails the
+// exit-status checks here. Under --config=valgrind only this client runs
+// under memcheck (Valgrind does not follow the child without
+// --trace-children); the client is then some 30 times slower, so the load
+// test sends fewer requests before the signal (the 200 connections stay).
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <valgrind/valgrind.h>
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr int kDefaultGraceMs = 5000;
+// On top of a grace period: a loaded machine under a sanitizer is slow.
+constexpr milliseconds kSlack{5000};
+// How long a blocking read waits for an answer before the test gives up.
+constexpr int kReadTimeoutMs = 10000;
+
+bool UnderValgrind() { return RUNNING_ON_VALGRIND != 0; }
+
+long MillisecondsSince(Clock::time_point start) {
+  return static_cast<long>(
+      std::chrono::duration_cast<milliseconds>(Clock::now() - start).count());
+}
+
+std::string ServerPath() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  if (srcdir == nullptr || workspace == nullptr) return "";
+  return std::string(srcdir) + "/" + workspace +
+         "/ch05_shutdown/examples/http_server";
+}
+
+// ---------------------------------------------------------------------------
+// The server, as a child process.
+
+class Server {
+ public:
+  explicit Server(int grace_ms = kDefaultGraceMs) : grace_ms_(grace_ms) {}
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  ~Server() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (stdout_fd_ >= 0) close(stdout_fd_);
+  }
+
+  // Starts it and reads "listening on port N". Fails the test otherwise.
+  void Start() {
+    std::string path = ServerPath();
+    ASSERT_FALSE(path.empty()) << "TEST_SRCDIR / TEST_WORKSPACE not set";
+    std::string grace = std::to_string(grace_ms_);
+    int out[2];
+    ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+    pid_ = fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      execl(path.c_str(), path.c_str(), "0", grace.c_str(),
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(out[1]);
+    stdout_fd_ = out[0];
+    std::string line = ReadOutputLine(10000);
+    ASSERT_EQ(std::sscanf(line.c_str(), "listening on port %d", &port_), 1)
+        << "the server printed: \"" << line << "\"";
+    ASSERT_GT(port_, 0);
+  }
+
+  int port() const { return port_; }
+  int grace_ms() const { return grace_ms_; }
+
+  void Signal(int signo) {
+    signaled_at_ = Clock::now();
+    ASSERT_EQ(kill(pid_, signo), 0);
+  }
+
+  // Waits at most `timeout` for the server to exit. True if it did; then
+  // exit_status() and output() are final.
+  bool WaitForExit(milliseconds timeout) {
+    Clock::time_point until = Clock::now() + timeout;
+    while (!exited_) {
+      pid_t done = waitpid(pid_, &status_, WNOHANG);
+      if (done == pid_) {
+        exited_ = true;
+        exit_ms_ = MillisecondsSince(signaled_at_);
+        break;
+      }
+      if (Clock::now() >= until) return false;
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    ReadRemainingOutput();
+    return true;
+  }
+
+  // The exit status, or -1 if it did not exit normally (a signal).
+  int exit_status() const {
+    return WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
+  }
+  // Milliseconds from Signal() to the exit.
+  long exit_ms() const { return exit_ms_; }
+  // What it printed after the port.
+  const std::string& output() const { return output_; }
+
+  // Signal, then expect a clean exit 0 within the grace period (+ slack),
+  // nothing abandoned.
+  void ShutDownCleanly(int signo = SIGTERM) {
+    ASSERT_NO_FATAL_FAILURE(Signal(signo));
+    ASSERT_TRUE(WaitForExit(milliseconds(grace_ms_) + kSlack))
+        << "the server did not exit within " << grace_ms_ << " ms + slack";
+    EXPECT_EQ(exit_status(), 0) << output_;
+    EXPECT_NE(output_.find("closed:              yes"), std::string::npos)
+        << output_;
+    EXPECT_NE(output_.find("abandoned:             0\n"), std::string::npos)
+        << output_;
+  }
+
+ private:
+  std::string ReadOutputLine(int timeout_ms) {
+    std::string line;
+    char ch;
+    pollfd p = {stdout_fd_, POLLIN, 0};
+    while (poll(&p, 1, timeout_ms) == 1 && read(stdout_fd_, &ch, 1) == 1) {
+      if (ch == '\n') break;
+      line += ch;
+    }
+    return line;
+  }
+
+  void ReadRemainingOutput() {
+    char buffer[4096];
+    ssize_t n;
+    while ((n = read(stdout_fd_, buffer, sizeof buffer)) > 0)
+      output_.append(buffer, static_cast<size_t>(n));
+  }
+
+  int grace_ms_;
+  pid_t pid_ = -1;
+  int stdout_fd_ = -1;
+  int port_ = 0;
+  bool exited_ = false;
+  int status_ = 0;
+  long exit_ms_ = 0;
+  std::string output_;
+  Clock::time_point signaled_at_ = Clock::now();
+};
+
+// ---------------------------------------------------------------------------
+// Answers, parsed strictly.
+
+struct Response {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // names in lower case
+  std::string body;
+
+  std::string Header(const std::string& name) const {
+    auto it = headers.find(name);
+    return it == headers.end() ? "" : it->second;
+  }
+};
+
+enum class Parse { kIncomplete, kComplete, kMalformed };
+
+std::string Lower(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::tolower(ch));
+  return s;
+}
+
+// Takes one answer off the front of `buffer`. `head`: it answers a HEAD
+// request (no body, whatever Content-Length says).
+Parse ParseResponse(std::string* buffer, bool head, Response* out) {
+  size_t end = buffer->find("\r\n\r\n");
+  if (end == std::string::npos)
+    return buffer->size() > 65536 ? Parse::kMalformed : Parse::kIncomplete;
+  size_t head_len = end + 4;
+  std::string block = buffer->substr(0, end + 2);  // every line with its CRLF
+  Response r;
+  size_t line_end = block.find("\r\n");
+  std::string status_line = block.substr(0, line_end);
+  if (status_line.size() < 13 || status_line.compare(0, 9, "HTTP/1.1 ") != 0 ||
+      status_line[12] != ' ')
+    return Parse::kMalformed;
+  r.status = std::atoi(status_line.substr(9, 3).c_str());
+  if (r.status < 100 || r.status > 599) return Parse::kMalformed;
+  for (size_t pos = line_end + 2; pos < block.size();) {
+    size_t next = block.find("\r\n", pos);
+    std::string line = block.substr(pos, next - pos);
+    size_t colon = line.find(':');
+    if (colon == std::string::npos || colon == 0) return Parse::kMalformed;
+    size_t value = line.find_first_not_of(' ', colon + 1);
+    r.headers[Lower(line.substr(0, colon))] =
+        value == std::string::npos ? "" : line.substr(value);
+    pos = next + 2;
+  }
+  std::string length = r.Header("content-length");
+  if (length.empty() ||
+      length.find_first_not_of("0123456789") != std::string::npos)
+    return Parse::kMalformed;
+  size_t body_len = head ? 0 : std::stoul(length);
+  if (buffer->size() < head_len + body_len) return Parse::kIncomplete;
+  r.body = buffer->substr(head_len, body_len);
+  buffer->erase(0, head_len + body_len);
+  *out = std::move(r);
+  return Parse::kComplete;
+}
+
+// ---------------------------------------------------------------------------
+// A blocking client connection, for the protocol tests.
+
+class Connection {
+ public:
+  explicit Connection(int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr = {};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int one = 1;
+    timeval timeout = {kReadTimeoutMs / 1000, 0};
+    if (fd_ < 0 ||
+        connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0 ||
+        setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout) != 0)
+      ADD_FAILURE() << "cannot connect to port " << port << ": "
+                    << std::strerror(errno);
+  }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection() {
+    if (fd_ >= 0) close(fd_);
+  }
+
+  bool Send(const std::string& bytes) {
+    size_t sent = 0;
+    while (sent < bytes.size()) {
+      ssize_t n = send(fd_, bytes.data() + sent, bytes.size() - sent,
+                       MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      sent += static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  // The next answer; nullopt if the connection ends first, the answer is
+  // malformed, or none comes within kReadTimeoutMs.
+  std::optional<Response> Read(bool head = false) {
+    Response r;
+    for (;;) {
+      Parse p = ParseResponse(&buffer_, head, &r);
+      if (p == Parse::kComplete) return r;
+      if (p == Parse::kMalformed || !Receive()) return std::nullopt;
+    }
+  }
+
+  // True if the server closes the connection (end of stream or reset)
+  // without sending anything more.
+  bool ClosedByServer() {
+    while (Receive()) continue;
+    return closed_ && buffer_.empty();
+  }
+
+ private:
+  bool Receive() {
+    char chunk[16384];
+    ssize_t n = recv(fd_, chunk, sizeof chunk, 0);
+    if (n < 0 && errno == EINTR) return true;
+    if (n <= 0) {
+      closed_ = n == 0 || errno == ECONNRESET;  // not a timeout
+      return false;
+    }
+    buffer_.append(chunk, static_cast<size_t>(n));
+    return true;
+  }
+
+  int fd_ = -1;
+  std::string buffer_;
+  bool closed_ = false;
+};
+
+const char kGet[] = "GET / HTTP/1.1\r\nHost: test\r\n\r\n";
+
+std::string Get(const std::string& path, const std::string& extra = "") {
+  return "GET " + path + " HTTP/1.1\r\nHost: test\r\n" + extra + "\r\n";
+}
+
+void ExpectHello(const std::optional<Response>& r, const char* connection) {
+  ASSERT_TRUE(r.has_value()) << "no complete answer";
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->Header("content-length"), "6");
+  EXPECT_EQ(r->body, "hello\n");
+  EXPECT_EQ(r->Header("connection"), connection);
+}
+
+// Each protocol test starts its own server and shuts it down cleanly.
+class HttpServer : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(server_.Start()); }
+  void TearDown() override {
+    if (!HasFatalFailure()) server_.ShutDownCleanly();
+  }
+  int port() const { return server_.port(); }
+
+  Server server_;
+};
+
+// Sends `request` on a new connection; expects `status`, then a close.
+void ExpectErrorAndClose(int port, const std::string& request, int status) {
+  Connection c(port);
+  ASSERT_TRUE(c.Send(request));
+  std::optional<Response> r = c.Read();
+  ASSERT_TRUE(r.has_value()) << "no answer to: " << request.substr(0, 80);
+  EXPECT_EQ(r->status, status) << "request: " << request.substr(0, 80);
+  EXPECT_EQ(r->Header("connection"), "close");
+  EXPECT_EQ(r->body.size(), std::stoul(r->Header("content-length")));
+  EXPECT_TRUE(c.ClosedByServer());
+}
+
+// ---------------------------------------------------------------------------
+// The protocol.
+
+TEST_F(HttpServer, KeepAliveServesManyRequestsOnOneConnection) {
+  Connection c(port());
+  for (int i = 0; i < 5; i++) {
+    ASSERT_TRUE(c.Send(kGet));
+    ExpectHello(c.Read(), "keep-alive");
+  }
+}
+
+TEST_F(HttpServer, QueryStringIsIgnored) {
+  Connection c(port());
+  ASSERT_TRUE(c.Send(Get("/?name=value")));
+  ExpectHello(c.Read(), "keep-alive");
+}
+
+TEST_F(HttpServer, UnknownPathIs404AndKeepsTheConnection) {
+  Connection c(port());
+  ASSERT_TRUE(c.Send(Get("/nope")));
+  std::optional<Response> r = c.Read();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(r->Header("connection"), "keep-alive");
+  ASSERT_TRUE(c.Send(kGet));
+  ExpectHello(c.Read(), "keep-alive");
+}
+
+TEST_F(HttpServer, MalformedRequestsAre400AndClose) {
+  const char* requests[] = {
+      "GARBAGE\r\n\r\n",
+      "GET /\r\nHost: test\r\n\r\n",                      // no version
+      "GET  / HTTP/1.1\r\nHost: test\r\n\r\n",            // two spaces
+      "GET nope HTTP/1.1\r\nHost: test\r\n\r\n",          // not origin-form
+      "GET / HTTX/1.1\r\nHost: test\r\n\r\n",
+      "GET / HTTP/1.1\r\nNo colon here\r\n\r\n",
+      "GET / HTTP/1.1\r\nHost : test\r\n\r\n",            // space before colon
+      "GET / HTTP/1.1\r\nHost: test\r\n folded\r\n\r\n",  // obsolete folding
+      "GET / HTTP/1.1\r\n\r\n",                           // no Host
+      "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",     // two Hosts
+      "GET / HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello",
+      "GET / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n",
+  };
+  for (const char* request : requests)
+    ExpectErrorAndClose(port(), request, 400);
+  std::string with_nul = Get("/", "X-Nul: a\r\n");  // ends "a\r\n\r\n"
+  with_nul[with_nul.size() - 5] = '\0';
+  ExpectErrorAndClose(port(), with_nul, 400);
+}
+
+TEST_F(HttpServer, OversizedHeaderBlockIs431AndCloses) {
+  // 16 KiB of header, twice the limit: the server answers after reading
+  // 8 KiB and discards the rest while it closes.
+  ExpectErrorAndClose(port(), Get("/", "X-Big: " + std::string(16384, 'a') + "\r\n"),
+                      431);
+}
+
+TEST_F(HttpServer, HeaderBlockJustUnderTheLimitIsServed) {
+  std::string request = Get("/", "X-Big: " + std::string(7000, 'a') + "\r\n");
+  Connection c(port());
+  ASSERT_TRUE(c.Send(request));
+  ExpectHello(c.Read(), "keep-alive");
+}
+
+TEST_F(HttpServer, OtherMethodsAre405AndClose) {
+  ExpectErrorAndClose(port(), "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\n\r\n",
+                      405);
+  ExpectErrorAndClose(port(), "DELETE / HTTP/1.1\r\nHost: test\r\n\r\n", 405);
+  Connection c(port());
+  ASSERT_TRUE(c.Send("PUT / HTTP/1.1\r\nHost: test\r\n\r\n"));
+  std::optional<Response> r = c.Read();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->Header("allow"), "GET, HEAD");
+}
+
+TEST_F(HttpServer, UnsupportedVersionIs505) {
+  ExpectErrorAndClose(port(), "GET / HTTP/2.0\r\nHost: test\r\n\r\n", 505);
+}
+
+TEST_F(HttpServer, HeadAnswersWithoutBody) {
+  Connection c(port());
+  ASSERT_TRUE(c.Send("HEAD / HTTP/1.1\r\nHost: test\r\n\r\n"));
+  std::optional<Response> r = c.Read(/*head=*/true);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->Header("content-length"), "6");
+  // The next answer starts right after the head: no stray body bytes.
+  ASSERT_TRUE(c.Send(kGet));
+  ExpectHello(c.Read(), "keep-alive");
+}
+
+TEST_F(HttpServer, Http10ClosesUnlessAskedToKeepAlive) {
+  {
+    Connection c(port());
+    ASSERT_TRUE(c.Send("GET / HTTP/1.0\r\n\r\n"));
+    ExpectHello(c.Read(), "close");
+    EXPECT_TRUE(c.ClosedByServer());
+  }
+  Connection c(port());
+  for (int i = 0; i < 3; i++) {
+    ASSERT_TRUE(c.Send("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n"));
+    ExpectHello(c.Read(), "keep-alive");
+  }
+}
+
+TEST_F(HttpServer, ConnectionCloseIsHonoured) {
+  Connection c(port());
+  ASSERT_TRUE(c.Send(Get("/", "Connection: keep-alive, close\r\n")));
+  ExpectHello(c.Read(), "close");
+  EXPECT_TRUE(c.ClosedByServer());
+}
+
+TEST_F(HttpServer, PipelinedRequestsAreAnsweredInOrder) {
+  std::string batch;
+  for (int i = 0; i < 20; i++) batch += Get(i % 3 == 2 ? "/missing" : "/");
+  batch += "HEAD / HTTP/1.1\r\nHost: test\r\n\r\n";
+  batch += Get("/", "Connection: close\r\n");
+  batch += kGet;  // after "close": never answered
+  Connection c(port());
+  ASSERT_TRUE(c.Send(batch));  // one write: the server reads them at once
+  for (int i = 0; i < 20; i++) {
+    std::optional<Response> r = c.Read();
+    ASSERT_TRUE(r.has_value()) << "answer " << i;
+    EXPECT_EQ(r->status, i % 3 == 2 ? 404 : 200) << "answer " << i;
+  }
+  std::optional<Response> head = c.Read(/*head=*/true);
+  ASSERT_TRUE(head.has_value());
+  EXPECT_EQ(head->status, 200);
+  ExpectHello(c.Read(), "close");
+  EXPECT_TRUE(c.ClosedByServer());
+}
+
+TEST_F(HttpServer, RequestArrivingInPiecesIsAssembled) {
+  std::string request = Get("/", "User-Agent: slow\r\n");
+  Connection c(port());
+  for (char ch : request) {
+    ASSERT_TRUE(c.Send(std::string(1, ch)));
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  ExpectHello(c.Read(), "keep-alive");
+}
+
+TEST_F(HttpServer, BareLineFeedsAndLeadingBlankLinesAreAccepted) {
+  Connection c(port());
+  ASSERT_TRUE(c.Send("\r\n\nGET / HTTP/1.1\nHost: test\n\n"));
+  ExpectHello(c.Read(), "keep-alive");
+}
+
+// ---------------------------------------------------------------------------
+// Shutdown, one case at a time.
+
+TEST(HttpServerShutdown, IdleConnectionsAreClosedAtOnce) {
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.Start());
+  std::vector<std::unique_ptr<Connection>> idle;
+  for (int i = 0; i < 50; i++) {
+    idle.push_back(std::make_unique<Connection>(server.port()));
+    ASSERT_TRUE(idle.back()->Send(kGet));
+    ExpectHello(idle.back()->Read(), "keep-alive");
+  }
+  ASSERT_NO_FATAL_FAILURE(server.ShutDownCleanly(SIGTERM));
+  for (auto& c : idle) EXPECT_TRUE(c->ClosedByServer());
+  // Nothing was in flight: no reason to use the grace period.
+  EXPECT_LT(server.exit_ms(), 2000);
+}
+
+TEST(HttpServerShutdown, SigintWorksLikeSigterm) {
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.Start());
+  Connection c(server.port());
+  ASSERT_TRUE(c.Send(kGet));
+  ExpectHello(c.Read(), "keep-alive");
+  ASSERT_NO_FATAL_FAILURE(server.ShutDownCleanly(SIGINT));
+  EXPECT_TRUE(c.ClosedByServer());
+}
+
+TEST(HttpServerShutdown, RequestInFlightIsFinished) {
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.Start());
+  Connection busy(server.port());
+  Connection idle(server.port());
+  ASSERT_TRUE(idle.Send(kGet));
+  ExpectHello(idle.Read(), "keep-alive");
+  // Half a request, then the signal, then the other half.
+  std::string request = kGet;
+  ASSERT_TRUE(busy.Send(request.substr(0, 20)));
+  std::this_thread::sleep_for(milliseconds(100));  // it reaches the server
+  ASSERT_NO_FATAL_FAILURE(server.Signal(SIGTERM));
+  EXPECT_TRUE(idle.ClosedByServer());
+  std::this_thread::sleep_for(milliseconds(200));
+  ASSERT_TRUE(busy.Send(request.substr(20)));
+  ExpectHello(busy.Read(), "close");  // finished, and told it is the last
+  EXPECT_TRUE(busy.ClosedByServer());
+  ASSERT_TRUE(server.WaitForExit(milliseconds(server.grace_ms()) + kSlack));
+  EXPECT_EQ(server.exit_status(), 0) << server.output();
+  EXPECT_NE(server.output().find("abandoned:             0\n"),
+            std::string::npos) << server.output();
+}
+
+TEST(HttpServerShutdown, PipelinedRequestsBeforeTheSignalAreAllAnswered) {
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.Start());
+  Connection c(server.port());
+  ASSERT_TRUE(c.Send(kGet));
+  ExpectHello(c.Read(), "keep-alive");
+  std::string batch;
+  for (int i = 0; i < 10; i++) batch += kGet;
+  ASSERT_TRUE(c.Send(batch));
+  ASSERT_NO_FATAL_FAILURE(server.Signal(SIGTERM));
+  for (int i = 0; i < 9; i++) ExpectHello(c.Read(), "keep-alive");
+  // The last says "close" if the close came before the server reached it;
+  // otherwise the connection is closed as idle right after.
+  std::optional<Response> last = c.Read();
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->body, "hello\n");
+  EXPECT_TRUE(c.ClosedByServer());
+  ASSERT_TRUE(server.WaitForExit(milliseconds(server.grace_ms()) + kSlack));
+  EXPECT_EQ(server.exit_status(), 0) << server.output();
+}
+
+TEST(HttpServerShutdown, StalledRequestIsDroppedWithinTheGracePeriod) {
+  Server server(1000);
+  ASSERT_NO_FATAL_FAILURE(server.Start());
+  Connection c(server.port());
+  ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: te"));  // and never the rest
+  std::this_thread::sleep_for(milliseconds(100));
+  ASSERT_NO_FATAL_FAILURE(server.ShutDownCleanly(SIGTERM));
+  EXPECT_TRUE(c.ClosedByServer());  // no answer to half a request
+  // It waited for the rest of the request, but not past the grace period.
+  EXPECT_GE(server.exit_ms(), 500);
+}
+
+// ---------------------------------------------------------------------------
+// SIGTERM in the middle of the traffic of 200 keep-alive connections.
+
+// One client connection of the load test, driven by epoll.
+struct LoadConnection {
+  struct Pending {
+    uint64_t end;        // offset just past the request in the byte stream
+    bool before_signal;  // all of it was sent before the signal
+  };
+
+  int fd = -1;
+  int depth = 1;  // requests sent back to back (pipelined) per round
+  std::string unsent;
+  std::string received;
+  uint64_t queued = 0;  // bytes of requests queued, ever
+  uint64_t sent = 0;    // bytes of requests sent, ever
+  std::deque<Pending> pending;
+  int answered = 0;
+  bool last = false;    // the server answered "Connection: close"
+  bool closed = false;  // by the server: end of stream or reset
+};
+
+class LoadTest {
+ public:
+  static constexpr int kConnections = 200;
+
+  explicit LoadTest(int port) : port_(port) {}
+
+  ~LoadTest() {
+    for (LoadConnection& c : conns_)
+      if (c.fd >= 0) close(c.fd);
+    if (epoll_ >= 0) close(epoll_);
+  }
+
+  void Connect() {
+    epoll_ = epoll_create1(EPOLL_CLOEXEC);
+    ASSERT_GE(epoll_, 0);
+    conns_.resize(kConnections);
+    for (int i = 0; i < kConnections; i++) {
+      LoadConnection& c = conns_[i];
+      c.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in addr = {};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<uint16_t>(port_));
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      ASSERT_EQ(connect(c.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0)
+          << std::strerror(errno);
+      int one = 1;
+      setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      fcntl(c.fd, F_SETFL, fcntl(c.fd, F_GETFL) | O_NONBLOCK);
+      epoll_event ev = {};
+      ev.events = EPOLLIN | EPOLLRDHUP;
+      ev.data.u32 = static_cast<uint32_t>(i);
+      ASSERT_EQ(epoll_ctl(epoll_, EPOLL_CTL_ADD, c.fd, &ev), 0);
+      c.depth = i % 4 == 3 ? 3 : 1;  // a quarter of them pipeline
+      SendRound(c);
+    }
+  }
+
+  // Runs the traffic; `signal` is called once every connection has had
+  // `answers_first` answers. Returns when the server has closed every
+  // connection, or at `deadline` after the signal.
+  template <typename SignalFn>
+  void Run(int answers_first, SignalFn signal, milliseconds deadline) {
+    int open = kConnections;
+    int warmed_up = 0;
+    Clock::time_point signaled_at;
+    while (open > 0) {
+      if (!signaled_ && warmed_up == kConnections) {
+        signal();
+        signaled_at = Clock::now();
+        MarkSentBeforeSignal();
+      }
+      if (signaled_ && Clock::now() - signaled_at > deadline) {
+        ADD_FAILURE() << open << " connections still open "
+                      << deadline.count() << " ms after the signal";
+        return;
+      }
+      epoll_event events[256];
+      int n = epoll_wait(epoll_, events, 256, 100);
+      ASSERT_GE(n, 0) << std::strerror(errno);
+      for (int i = 0; i < n; i++) {
+        LoadConnection& c = conns_[events[i].data.u32];
+        int before = c.answered;
+        if (events[i].events & EPOLLOUT) Flush(c);
+        ReceiveAndCheck(c);
+        if (before < answers_first && c.answered >= answers_first) warmed_up++;
+        if (c.closed) {
+          CheckClosed(c);
+          close(c.fd);
+          c.fd = -1;
+          open--;
+        }
+      }
+    }
+  }
+
+  int in_flight_at_signal() const { return in_flight_at_signal_; }
+  int answered_before() const { return answered_before_; }
+  int answered_after() const { return answered_after_; }
+  int refused_after() const { return refused_after_; }
+
+ private:
+  void SendRound(LoadConnection& c) {
+    for (int i = 0; i < c.depth; i++) {
+      c.unsent += kGet;
+      c.queued += sizeof kGet - 1;
+      c.pending.push_back({c.queued, false});
+    }
+    Flush(c);
+  }
+
+  void Flush(LoadConnection& c) {
+    while (!c.unsent.empty()) {
+      ssize_t n = send(c.fd, c.unsent.data(), c.unsent.size(), MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;  // EAGAIN: EPOLLOUT below; an error: recv sees it
+      c.unsent.erase(0, static_cast<size_t>(n));
+      c.sent += static_cast<uint64_t>(n);
+    }
+    epoll_event ev = {};
+    ev.events = EPOLLIN | EPOLLRDHUP | (c.unsent.empty() ? 0u : EPOLLOUT);
+    ev.data.u32 = static_cast<uint32_t>(&c - conns_.data());
+    epoll_ctl(epoll_, EPOLL_CTL_MOD, c.fd, &ev);
+  }
+
+  void MarkSentBeforeSignal() {
+    signaled_ = true;
+    for (LoadConnection& c : conns_)
+      for (LoadConnection::Pending& p : c.pending)
+        if (p.end <= c.sent) {
+          p.before_signal = true;
+          in_flight_at_signal_++;
+        }
+  }
+
+  void ReceiveAndCheck(LoadConnection& c) {
+    char chunk[16384];
+    for (;;) {
+      ssize_t n = recv(c.fd, chunk, sizeof chunk, 0);
+      if (n > 0) {
+        c.received.append(chunk, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      c.closed = true;  // end of stream, or reset
+      break;
+    }
+    Response r;
+    Parse p;
+    while ((p = ParseResponse(&c.received, false, &r)) == Parse::kComplete) {
+      if (c.pending.empty() || c.last) {
+        ADD_FAILURE() << "an answer nobody asked for";
+        return;
+      }
+      LoadConnection::Pending request = c.pending.front();
+      c.pending.pop_front();
+      c.answered++;
+      if (request.before_signal || !signaled_)
+        answered_before_++;
+      else
+        answered_after_++;
+      EXPECT_EQ(r.status, 200);
+      EXPECT_EQ(r.body, "hello\n");
+      c.last = r.Header("connection") == "close";
+      EXPECT_TRUE(c.last || r.Header("connection") == "keep-alive");
+      EXPECT_TRUE(!c.last || signaled_) << "closed before the signal";
+    }
+    EXPECT_NE(p, Parse::kMalformed) << "garbled answer: " << c.received.substr(0, 200);
+    if (!c.closed && !c.last && c.pending.empty()) SendRound(c);
+  }
+
+  void CheckClosed(LoadConnection& c) {
+    EXPECT_TRUE(signaled_) << "the server closed a connection before the signal";
+    EXPECT_TRUE(c.received.empty())
+        << "the connection ended in the middle of an answer: \""
+        << c.received.substr(0, 200) << "\"";
+    for (const LoadConnection::Pending& p : c.pending) {
+      EXPECT_FALSE(p.before_signal)
+          << "a request sent before the signal got no answer";
+      if (!p.before_signal) refused_after_++;
+    }
+  }
+
+  int port_;
+  int epoll_ = -1;
+  std::vector<LoadConnection> conns_;
+  bool signaled_ = false;
+  int in_flight_at_signal_ = 0;
+  int answered_before_ = 0;
+  int answered_after_ = 0;
+  int refused_after_ = 0;
+};
+
+TEST(HttpServerShutdown, SigtermUnderLoadLosesNoRequest) {
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.Start());
+  LoadTest load(server.port());
+  ASSERT_NO_FATAL_FAILURE(load.Connect());
+  int answers_first = UnderValgrind() ? 3 : 30;
+  ASSERT_NO_FATAL_FAILURE(load.Run(
+      answers_first, [&server] { server.Signal(SIGTERM); },
+      milliseconds(server.grace_ms()) + kSlack));
+  ASSERT_TRUE(server.WaitForExit(milliseconds(server.grace_ms()) + kSlack))
+      << "the server did not exit";
+  EXPECT_EQ(server.exit_status(), 0) << server.output();
+  EXPECT_LT(server.exit_ms(), server.grace_ms() + 1000);
+  EXPECT_NE(server.output().find("abandoned:             0\n"),
+            std::string::npos) << server.output();
+  // The test tested something: requests were in flight at the signal.
+  EXPECT_GT(load.in_flight_at_signal(), 0);
+  std::printf("in flight at the signal: %d; answered before/after: %d/%d; "
+              "refused after: %d; exit after %ld ms\n%s",
+              load.in_flight_at_signal(), load.answered_before(),
+              load.answered_after(), load.refused_after(), server.exit_ms(),
+              server.output().c_str());
+}
+
+}  // namespace
