@@ -2,14 +2,17 @@
 # tour.sh — run every chapter's examples in order (see //:tour in BUILD).
 #
 # Arguments: --chapter DIR EXAMPLE... [--chapter DIR EXAMPLE...]...
+# An EXAMPLE is a path, optionally followed by its arguments (one word).
 # The heading of each chapter is the first line of its lesson.
 set -euo pipefail
 
+# One example: its path, then any arguments, in one word-split string.
 run_example() {
-  local path=$1
+  local -a command
+  read -ra command <<<"$1"
   echo
-  echo "\$ ${path##*/}"
-  "$path"
+  echo "\$ ${command[0]##*/}${command[1]:+ ${command[*]:1}}"
+  "${command[@]}"
 }
 
 while (($#)); do

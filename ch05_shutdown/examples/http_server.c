@@ -3,6 +3,8 @@
  * losing a request.
  *
  *   http_server [port] [grace_ms]      (defaults: 0 = any free port, 5000)
+ *   http_server --demo                 (the tour: serve a client of its own,
+ *                                       then stop itself with SIGTERM)
  *
  * It listens on 127.0.0.1 only (an example should not open a port to the
  * network) and prints `listening on port N`. `GET /` answers `hello`, any
@@ -980,15 +982,89 @@ static void print_report(const coro_sched *s, size_t abandoned)
     fflush(stdout);
 }
 
+/* ------------------------------------------------------------------------
+ * --demo: a client of our own, on a thread of its own, for the tour. It
+ * asks twice on one kept-alive connection, once for a missing page, then
+ * sends SIGTERM to the process and waits for the server to close its idle
+ * connection.
+ */
+
+static bool demo;
+static int demo_port;
+static pthread_t demo_thread;
+
+/* Send `request` and print the status line and body of the answer. */
+static void demo_ask(int fd, const char *request)
+{
+    char answer[1024];
+    ssize_t n;
+
+    if (send(fd, request, strlen(request), MSG_NOSIGNAL) < 0)
+        return;
+    n = recv(fd, answer, sizeof answer - 1, 0); /* one short answer */
+    if (n <= 0)
+        return;
+    answer[n] = '\0';
+    printf("  client: %.*s", (int)strcspn(answer, "\n") + 1, answer);
+    if (strstr(answer, "\r\n\r\n") != NULL)
+        printf("          body: %s", strstr(answer, "\r\n\r\n") + 4);
+}
+
+static void *demo_client(void *arg)
+{
+    struct sockaddr_in address = {.sin_family = AF_INET};
+    char byte;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    (void)arg;
+    address.sin_port = htons((uint16_t)demo_port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&address, sizeof address)) {
+        perror("demo client");
+        kill(getpid(), SIGTERM);
+        return NULL;
+    }
+    demo_ask(fd, "GET / HTTP/1.1\r\nHost: demo\r\n\r\n");
+    demo_ask(fd, "GET / HTTP/1.1\r\nHost: demo\r\n\r\n");
+    demo_ask(fd, "GET /missing HTTP/1.1\r\nHost: demo\r\n\r\n");
+    printf("  client: sending SIGTERM, keeping the connection open\n");
+    fflush(stdout);
+    kill(getpid(), SIGTERM);
+    if (recv(fd, &byte, 1, 0) == 0)
+        printf("  client: the server closed the idle connection\n");
+    close(fd);
+    return NULL;
+}
+
+/* Start the client with every signal blocked: SIGTERM is the main
+ * thread's to take. */
+static int demo_start(int port)
+{
+    sigset_t all, old;
+    int err;
+
+    demo_port = port;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    err = pthread_create(&demo_thread, NULL, demo_client, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return err;
+}
+
 int main(int argc, char **argv)
 {
     long port = 0, grace_ms = DEFAULT_GRACE_MS;
     int listen_fd, bound_port;
     size_t abandoned;
 
+    if (argc == 2 && strcmp(argv[1], "--demo") == 0) {
+        demo = true;
+        argc = 1;
+    }
     if (argc > 3 || (argc > 1 && !parse_number(argv[1], 65535, &port)) ||
         (argc > 2 && !parse_number(argv[2], MAX_GRACE_MS, &grace_ms))) {
-        fprintf(stderr, "usage: http_server [port (0: any)] [grace_ms]\n");
+        fprintf(stderr, "usage: http_server [port (0: any)] [grace_ms]\n"
+                        "       http_server --demo\n");
         return 2;
     }
     grace_ns = (uint64_t)grace_ms * CORO_MSEC;
@@ -1011,10 +1087,16 @@ int main(int argc, char **argv)
     }
     printf("listening on port %d\n", bound_port);
     fflush(stdout);
+    if (demo && demo_start(bound_port) != 0) {
+        fprintf(stderr, "http_server: cannot start the demo client\n");
+        return 1;
+    }
 
     pump_until_closed(sched);
     abandoned = coro_sched_shutdown(sched, grace_ns);
     poller_stop(); /* before the scheduler goes: the poller posts to it */
+    if (demo)
+        pthread_join(demo_thread, NULL);
     print_report(sched, abandoned);
     if (coro_sched_destroy(sched) != 0) {
         fprintf(stderr, "http_server: scheduler still busy\n");
