@@ -218,6 +218,9 @@ int coro__sched_destroy_coroutine(coro *c);
  * or a timer is due — without running anything. */
 void coro__sched_idle_wait(coro_sched *s);
 
+/* Free the calling thread's cache of post nodes (coro_thread_detach()). */
+void coro__post_cache_release(void);
+
 /* ── The inbox (inbox.c) ──────────────────────────────────────────────── */
 
 /* A scheduler's inbox: a lock-free stack of requests, and the futex word

@@ -65,6 +65,7 @@ struct post {
     coro_remote remote; /* its request, when posted from another thread */
     coro_post_fn fn;
     void *arg;
+    bool from_other_thread; /* its node goes back to the producers */
     struct post *next_free;
 };
 
@@ -96,6 +97,8 @@ struct coro_sched {
      * for lack of memory (it retries; nothing accepted is dropped). */
     coro_inbox inbox;
     coro_remote *backlog;
+    _Atomic(struct post *) returned; /* shared: other threads' posts, run:
+                                        their nodes, for producers to reuse */
 
     /* Stacks: finished coroutines (struct and stack) kept for reuse. */
     _Atomic size_t stack_size;  /* shared: read by other threads' coro_go */
@@ -408,18 +411,94 @@ static void post_unadmit(coro_sched *s)
     atomic_fetch_sub_explicit(&s->posts_pending, 1, memory_order_relaxed);
 }
 
-/* A post from another thread: allocated before it is counted, so that
- * once counted it always reaches the owner. */
+/*
+ * Nodes for posts from other threads. A post from another thread is
+ * allocated on the producer's thread and run on the pump's; with malloc()
+ * and free() every post would be a free() of another thread's memory,
+ * which the allocator handles slowly (its per-thread caches do not help).
+ * So nodes travel back instead:
+ *
+ *   producer: node = its thread's cache, else take the scheduler's whole
+ *             `returned` stack into its cache (one exchange), else malloc
+ *   pump:     after running the post, push its node onto `returned`
+ *
+ * `returned` sees only single pushes and take-everything exchanges, never
+ * a pop of one node, so the lock-free stack has no ABA problem (the same
+ * reasoning as the inbox). Nodes are all alike: a cache may feed posts to
+ * any scheduler. A thread's cache is freed when the thread exits or calls
+ * coro_thread_detach().
+ */
+static _Thread_local struct post *post_cache;
+static pthread_once_t post_cache_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t post_cache_key;
+
+static void post_cache_free(void *unused)
+{
+    (void)unused;
+    while (post_cache != NULL) {
+        struct post *p = post_cache;
+        post_cache = p->next_free;
+        free(p);
+    }
+}
+
+static void post_cache_key_create(void)
+{
+    (void)pthread_key_create(&post_cache_key, post_cache_free);
+}
+
+void coro__post_cache_release(void)
+{
+    post_cache_free(NULL);
+}
+
+static struct post *post_node_get(coro_sched *s)
+{
+    struct post *p = post_cache;
+
+    if (p == NULL) {
+        /* acquire: the pump's last writes to these nodes come first. */
+        p = atomic_exchange_explicit(&s->returned, NULL, memory_order_acquire);
+        if (p == NULL)
+            return malloc(sizeof *p);
+        pthread_once(&post_cache_key_once, post_cache_key_create);
+        pthread_setspecific(post_cache_key, &post_cache); /* freed at exit */
+    }
+    post_cache = p->next_free;
+    return p;
+}
+
+static void post_node_put(struct post *p)
+{
+    p->next_free = post_cache;
+    post_cache = p;
+}
+
+/* The pump, done with another thread's post: its node goes back. */
+static void post_node_return(coro_sched *s, struct post *p)
+{
+    struct post *head = atomic_load_explicit(&s->returned,
+                                             memory_order_relaxed);
+
+    do {
+        p->next_free = head;
+    } while (!atomic_compare_exchange_weak_explicit(
+        &s->returned, &head, p, memory_order_release, memory_order_relaxed));
+}
+
+/* A post from another thread: its node is taken before it is counted, so
+ * that once counted it always reaches the owner. */
 static int post_remote(coro_sched *s, coro_post_fn fn, void *arg)
 {
-    struct post *p = malloc(sizeof *p);
+    struct post *p = post_node_get(s);
 
     if (p == NULL)
         return ENOMEM;
     if (!post_admit(s)) {
-        free(p);
+        post_node_put(p);
         return EAGAIN;
     }
+    p->from_other_thread = true;
     p->ready.coroutine = NULL;
     p->fn = fn;
     p->arg = arg;
@@ -448,6 +527,7 @@ int coro_post(coro_sched *s, coro_post_fn fn, void *arg)
     } else if ((p = malloc(sizeof *p)) == NULL) {
         goto no_memory;
     }
+    p->from_other_thread = false;
     p->ready.coroutine = NULL;
     p->fn = fn;
     p->arg = arg;
@@ -629,12 +709,14 @@ static void run_post(coro_sched *s, struct post *p)
     coro_post_fn fn = p->fn;
     void *arg = p->arg;
 
-    if (s->spare_count < SPARE_POSTS_MAX) {
+    if (p->from_other_thread) {
+        post_node_return(s, p); /* back to the producers */
+    } else if (s->spare_count < SPARE_POSTS_MAX) {
         p->next_free = s->spare_posts;
         s->spare_posts = p;
         s->spare_count++;
     } else {
-        free(p); /* posts from other threads arrive malloc'd: do not hoard */
+        free(p);
     }
     post_unadmit(s);
     fn(s, arg);
@@ -905,6 +987,10 @@ int coro_sched_destroy(coro_sched *s)
     while (s->spare_posts != NULL) {
         struct post *p = s->spare_posts;
         s->spare_posts = p->next_free;
+        free(p);
+    }
+    for (struct post *p = atomic_load(&s->returned), *next; p; p = next) {
+        next = p->next_free;
         free(p);
     }
     free(s);

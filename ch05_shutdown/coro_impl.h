@@ -274,6 +274,9 @@ int coro__go_with_cleanup(coro_sched *s, coro_fn fn, void *arg,
 /* coro_cancel() of a coroutine of a scheduler (not finished, not NULL). */
 int coro__sched_cancel(coro *c);
 
+/* Free the calling thread's cache of post nodes (coro_thread_detach()). */
+void coro__post_cache_release(void);
+
 /* coro_post() that ignores the scheduler being closed: for the library's
  * own stop requests (looper.c, pool.c), which must get through. */
 int coro__post_always(coro_sched *s, coro_post_fn fn, void *arg);

@@ -65,10 +65,13 @@ void coro__inbox_push(coro_inbox *in, coro_remote *node)
     } while (!atomic_compare_exchange_weak_explicit(
         &in->head, &head, node, memory_order_seq_cst, memory_order_relaxed));
 
-    /* Exchange, not load: the first producer to find the owner asleep
+    /* A load first: while the owner is awake (the busy case) that is all
+     * it costs, with no write to a line the owner also writes. Then an
+     * exchange, not a store: the first producer to find the owner asleep
      * clears the flag and makes the one futex_wake; the others see false
      * and skip the system call. */
-    if (atomic_exchange_explicit(&in->sleeping, false, memory_order_seq_cst)) {
+    if (atomic_load_explicit(&in->sleeping, memory_order_seq_cst) &&
+        atomic_exchange_explicit(&in->sleeping, false, memory_order_seq_cst)) {
         atomic_fetch_add_explicit(&in->wake_seq, 1, memory_order_release);
         syscall(SYS_futex, &in->wake_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
     }

@@ -33,6 +33,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -68,8 +69,9 @@ struct coro_pool {
     const void *creator;    /* the creating thread (use_caller) */
     struct pool_worker *workers;
 
-    pthread_mutex_t lock;   /* guards the queue, `closing` and `all_done` */
-    bool closing;           /* shutting down: the queue takes nothing */
+    pthread_mutex_t lock;   /* guards the queue and `all_done` */
+    atomic_bool closing;    /* shutting down: nothing more is taken */
+    _Atomic size_t callers; /* calls that may touch the workers' schedulers */
     uint64_t deadline;      /* of the shutdown (set before it is sent) */
     struct pool_task *head, *tail;
     _Atomic size_t queued;  /* tasks in the queue */
@@ -190,7 +192,7 @@ static struct pool_task *task_new(coro_pool *p, coro_fn fn,
 static bool queue_push(coro_pool *p, struct pool_task *t, bool at_front)
 {
     pthread_mutex_lock(&p->lock);
-    if (p->closing) {
+    if (atomic_load(&p->closing)) {
         pthread_mutex_unlock(&p->lock);
         return false;
     }
@@ -212,28 +214,43 @@ static bool queue_push(coro_pool *p, struct pool_task *t, bool at_front)
     return true;
 }
 
-/* Take every queued task at once, and refuse any more. */
+/*
+ * The gate. A call that may touch a worker's scheduler (coro_pool_go()
+ * waking a worker, coro_pool_go_on(), coro_pool_post()) counts itself in
+ * `callers` and then looks at `closing`; the shutdown sets `closing` and
+ * then waits until `callers` is zero, before any worker may free its
+ * scheduler. Both sides seq_cst: either the call sees the close (and
+ * returns ESHUTDOWN), or the shutdown sees the call (and waits for it).
+ */
+static bool pool_enter(coro_pool *p)
+{
+    atomic_fetch_add(&p->callers, 1);
+    if (!atomic_load(&p->closing))
+        return true;
+    atomic_fetch_sub(&p->callers, 1);
+    return false;
+}
+
+static void pool_leave(coro_pool *p)
+{
+    atomic_fetch_sub(&p->callers, 1);
+}
+
+/* Take every queued task at once, refuse any more, and wait for the calls
+ * still inside the gate. */
 static struct pool_task *queue_close(coro_pool *p)
 {
     struct pool_task *all;
 
     pthread_mutex_lock(&p->lock);
-    p->closing = true;
+    atomic_store(&p->closing, true);
     all = p->head;
     p->head = p->tail = NULL;
     atomic_store(&p->queued, 0);
     pthread_mutex_unlock(&p->lock);
+    while (atomic_load(&p->callers) != 0)
+        sched_yield(); /* a call is between its check and its last touch */
     return all;
-}
-
-static bool pool_closing(coro_pool *p)
-{
-    bool closing;
-
-    pthread_mutex_lock(&p->lock);
-    closing = p->closing;
-    pthread_mutex_unlock(&p->lock);
-    return closing;
 }
 
 static struct pool_task *queue_pop(coro_pool *p)
@@ -326,7 +343,7 @@ static void *worker_main(void *arg)
         return NULL;
     while (!w->stop)
         worker_turn(w);
-    if (p->closing) /* published by the stop request's post */
+    if (atomic_load(&p->closing))
         w->abandoned += coro__sched_shutdown_until(w->sched, p->deadline);
     do
         coro_sched_run(w->sched);
@@ -432,17 +449,23 @@ static int pool_go(coro_pool *p, coro_fn fn, void *arg,
 
     if (p == NULL || fn == NULL)
         return EINVAL;
+    if (!pool_enter(p))
+        return ESHUTDOWN;
     t = task_new(p, fn, NULL, arg);
-    if (t == NULL)
+    if (t == NULL) {
+        pool_leave(p);
         return ENOMEM;
+    }
     t->dropped = dropped;
     atomic_fetch_add(&p->outstanding, 1);
-    if (!queue_push(p, t, false)) {
+    if (!queue_push(p, t, false)) { /* closed since we entered */
         free(t);
         finish_one(p);
+        pool_leave(p);
         return ESHUTDOWN;
     }
     wake_an_idle_worker(p);
+    pool_leave(p);
     return 0;
 }
 
@@ -458,17 +481,20 @@ int coro_pool_go_on(coro_pool *p, size_t worker, coro_fn fn, void *arg)
 
     if (p == NULL || fn == NULL || worker >= p->count)
         return EINVAL;
-    if (pool_closing(p))
+    if (!pool_enter(p))
         return ESHUTDOWN;
     t = task_new(p, fn, NULL, arg);
-    if (t == NULL)
+    if (t == NULL) {
+        pool_leave(p);
         return ENOMEM;
+    }
     atomic_fetch_add(&p->outstanding, 1);
     err = task_start(p->workers[worker].sched, t);
     if (err != 0) {
         free(t);
         finish_one(p);
     }
+    pool_leave(p);
     return err;
 }
 
@@ -480,11 +506,13 @@ int coro_pool_post(coro_pool *p, coro_post_fn fn, void *arg)
 
     if (p == NULL || fn == NULL)
         return EINVAL;
-    if (pool_closing(p))
+    if (!pool_enter(p))
         return ESHUTDOWN;
     t = task_new(p, NULL, fn, arg);
-    if (t == NULL)
+    if (t == NULL) {
+        pool_leave(p);
         return ENOMEM;
+    }
     /* Round-robin; with use_caller, worker 0 only runs inside
      * coro_pool_wait(), so posts go to the others when there are any. */
     worker = atomic_fetch_add(&p->next_post, 1) % p->count;
@@ -496,6 +524,7 @@ int coro_pool_post(coro_pool *p, coro_post_fn fn, void *arg)
         free(t);
         finish_one(p);
     }
+    pool_leave(p);
     return err;
 }
 
@@ -661,17 +690,21 @@ size_t coro_pool_shutdown(coro_pool *p, uint64_t grace_ns)
                                  &p->workers[i]) == ENOMEM)
             nanosleep(&a_moment, NULL);
     }
-    if (p->use_caller) {
-        coro_sched *s = p->workers[0].sched;
-
-        abandoned += coro__sched_shutdown_until(s, p->deadline);
-        do
-            coro_sched_run(s);
-        while (coro_sched_destroy(s) == EBUSY);
-    }
+    if (p->use_caller) /* worker 0 is this thread: its shutdown runs here */
+        abandoned += coro__sched_shutdown_until(p->workers[0].sched,
+                                                p->deadline);
     for (size_t i = first; i < p->count; i++) {
         pthread_join(p->workers[i].thread, NULL);
         abandoned += p->workers[i].abandoned;
+    }
+    /* Only now: the others' last tasks may still post to worker 0 (to
+     * wake a coro_pool_wait()), and are refused, as it is closed. */
+    if (p->use_caller) {
+        coro_sched *s = p->workers[0].sched;
+
+        do
+            coro_sched_run(s);
+        while (coro_sched_destroy(s) == EBUSY);
     }
     pool_free(p);
     return abandoned;

@@ -262,6 +262,7 @@ void coro_thread_detach(void)
         own_altstack = NULL;
     }
     has_altstack = false;
+    coro__post_cache_release();
 }
 
 /* Async-signal-safe text building: no printf in a signal handler. */
