@@ -354,6 +354,12 @@ int coro_cancel(coro *c)
     return 0;
 }
 
+int coro__refuse_canceled(void)
+{
+    coro_yield(); /* the others run once: a loop that ignores ECANCELED */
+    return ECANCELED; /* cannot starve the pump */
+}
+
 void coro__cleanup_push(coro *c, coro_cleanup *cleanup)
 {
     cleanup->next = c->cleanups;

@@ -983,9 +983,10 @@ int coro_pool_destroy(coro_pool *p);
  *
  * The blocking call `c` is in now — coro_sleep(), a park, an event wait,
  * coro_pool_call(), coro_yield() — returns `ECANCELED` promptly, and every
- * later one returns `ECANCELED` at once (coro_yield() still lets the others
- * run first, so a coroutine that ignores cancellation cannot starve the
- * pump). Nothing else changes: `c` keeps running until it returns, and its
+ * later one returns `ECANCELED` without waiting for anything: it only lets
+ * the ready coroutines run once first, as coro_yield() does, so that a
+ * coroutine that ignores cancellation in a loop cannot starve the pump
+ * (and a shutdown's grace period still ends). Nothing else changes: `c` keeps running until it returns, and its
  * cleanups run then as usual. A wait that had already been ended by a
  * wake, a set or a timer before the cancel arrived returns its own result;
  * the next blocking call sees the cancellation. Cancelling is idempotent.

@@ -256,6 +256,10 @@ void coro__cleanup_pop(coro *c, coro_cleanup *cleanup);
 /* Whether `c` has been cancelled. Any thread. */
 bool coro__is_canceled(const coro *c);
 
+/* A blocking call in a cancelled coroutine: yield once (the others run),
+ * then return ECANCELED. */
+int coro__refuse_canceled(void);
+
 /* ── The scheduler, for coro.c (sched.c) ──────────────────────────────── */
 
 /* coro_destroy() of a joinable coroutine of a scheduler (done, or never

@@ -160,7 +160,7 @@ static int event_wait(coro_event *e, uint64_t deadline)
     if (self == NULL)
         return EPERM;
     if (coro__is_canceled(self))
-        return ECANCELED; /* before looking: a set event is not taken */
+        return coro__refuse_canceled(); /* a set event is not taken */
     pthread_mutex_lock(&e->lock);
     if (e->is_set) {
         if (!e->manual_reset)

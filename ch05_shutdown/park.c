@@ -110,7 +110,7 @@ int coro_sleep(uint64_t ns)
     if (self == NULL)
         return EPERM;
     if (coro__is_canceled(self))
-        return ECANCELED;
+        return coro__refuse_canceled();
     /* A sleep is ended by its timer (0) or by a cancel (ECANCELED). */
     return coro__wait(self, CORO_WAIT_SLEEP, coro__deadline_after(ns));
 }
@@ -123,7 +123,7 @@ int coro_park_until(uint64_t deadline)
     if (self == NULL)
         return EPERM;
     if (coro__is_canceled(self))
-        return ECANCELED; /* before the permit: it stays for later */
+        return coro__refuse_canceled(); /* the permit stays for later */
     /* acquire: what the waker did before its wake is visible to us. */
     if (atomic_exchange_explicit(&self->park_word, CORO_PARK_EMPTY,
                                  memory_order_acquire) == CORO_PARK_PERMIT)

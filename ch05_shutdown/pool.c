@@ -596,7 +596,7 @@ int coro_pool_call(coro_pool *p, coro_fn fn, void *arg, void **result)
     if (self == NULL)
         return EPERM;
     if (coro_canceled())
-        return ECANCELED;
+        return coro__refuse_canceled();
     call = calloc(1, sizeof *call);
     if (call == NULL)
         return ENOMEM;

@@ -1656,6 +1656,61 @@ TEST(Shutdown, ACoroutineThatIgnoresCancellationIsAbandonedAfterTheGrace) {
   EXPECT_EQ(coro_sched_destroy(s), 0);
 }
 
+// A coroutine that ignores ECANCELED in a loop of blocking calls (not
+// yields) still cannot starve the pump: a blocking call in a cancelled
+// coroutine lets the others run once before it refuses. So the shutdown's
+// grace period ends, and the coroutine is abandoned. (If sleep, park and
+// event waits returned without yielding, this loop would hold the thread
+// forever and the shutdown would never return.)
+TEST(Shutdown, ALoopOfRefusedBlockingCallsIsStillAbandonedAfterTheGrace) {
+  const uint64_t grace = 100 * kMs;
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  coro_event never;
+  ASSERT_EQ(coro_event_init(&never, false, false), 0);
+  KeptBodies kept;
+  long refusals = 0;
+  ASSERT_EQ(GoKept(s, kept,
+                   [&] {
+                     for (;;) {
+                       refusals += coro_sleep(kForever) == ECANCELED;
+                       refusals += coro_park() == ECANCELED;
+                       refusals += coro_event_await(&never) == ECANCELED;
+                     }
+                   }),
+            0);
+  ASSERT_TRUE(coro_sched_step(s));  // it sleeps
+  const uint64_t start = coro_now();
+  EXPECT_EQ(coro_sched_shutdown(s, grace), 1u);
+  const uint64_t took = coro_now() - start;
+  EXPECT_GE(took, grace);
+  EXPECT_LT(took, grace + 5 * kSec);
+  EXPECT_GT(refusals, 3);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+  EXPECT_EQ(coro_event_destroy(&never), 0);
+}
+
+// The refusal of a blocking call in a cancelled coroutine still lets the
+// ready coroutines run first: here the neighbour that is queued when the
+// cancelled one calls coro_sleep() runs before that call returns.
+TEST(Cancel, ARefusedBlockingCallLetsTheOthersRunFirst) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  std::vector<int> order;
+  coro* c = Spawn(s, [&] {
+    EXPECT_EQ(coro_cancel(coro_self()), 0);
+    EXPECT_EQ(Go(s, [&] { order.push_back(2); }), 0);
+    order.push_back(1);
+    EXPECT_EQ(coro_sleep(kForever), ECANCELED);
+    order.push_back(3);
+  });
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(coro_destroy(c), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
 // An abandoned joinable coroutine reads as done with a NULL result; it
 // cannot be cancelled or woken any more (EINVAL: finished); it can be
 // destroyed, or left for coro_sched_destroy to free.
