@@ -223,14 +223,20 @@ void coro__post_cache_release(void);
 
 /* ── The inbox (inbox.c) ──────────────────────────────────────────────── */
 
-/* A scheduler's inbox: a lock-free stack of requests, and the futex word
- * its owner sleeps on. */
+/* What a producer may still touch after its push: the owner's sleeping
+ * flag and the futex word. Cells are recycled, never freed (inbox.c). */
+typedef struct coro_wake_cell coro_wake_cell;
+
+/* A scheduler's inbox: a lock-free stack of requests, and the cell with
+ * the futex word its owner sleeps on. */
 typedef struct coro_inbox {
     _Atomic(coro_remote *) head;
-    _Atomic uint32_t wake_seq; /* the futex word: bumped to wake the owner */
-    atomic_bool sleeping;      /* the owner is in (or about to enter) wait */
-    _Atomic int pushers;       /* pushes in progress */
+    coro_wake_cell *cell;
 } coro_inbox;
+
+/* Owner: set up / tear down an inbox. init returns 0 or ENOMEM. */
+int coro__inbox_init(coro_inbox *in);
+void coro__inbox_fini(coro_inbox *in);
 
 /* Any thread: add `node` and wake the owner if it sleeps. */
 void coro__inbox_push(coro_inbox *in, coro_remote *node);
@@ -245,8 +251,6 @@ bool coro__inbox_empty(coro_inbox *in);
  * return early; the caller looks again. */
 void coro__inbox_wait(coro_inbox *in, uint64_t deadline);
 
-/* Owner, before freeing the inbox: wait until no push is in progress. */
-void coro__inbox_quiesce(coro_inbox *in);
 
 /* ── Waiting (sched.c), for park.c and event.c ────────────────────────── */
 

@@ -35,27 +35,78 @@
  * still holds the value the owner read before it checked the inbox, so a
  * wake that lands between the check and the wait makes the wait return at
  * once.
+ *
+ * After its compare-and-swap a producer still reads `sleeping` and may
+ * bump `wake_seq` — but by then the owner may have taken the request, run
+ * it, and destroyed the scheduler. So those two words live in a wake cell
+ * of their own, and cells are never freed: a destroyed inbox gives its
+ * cell back to a pool, and a new inbox may get it. The producer reads the
+ * cell's address before its push, and whatever it does to the cell after
+ * is harmless even if the cell has moved on: at worst the cell's new owner
+ * wakes up once for nothing and looks again. (The alternative, counting
+ * pushes in progress and having the destroyer wait for zero, costs two
+ * more atomic read-modify-writes on every push.)
  */
 #define _GNU_SOURCE
 #include "coro_impl.h"
 
 #include <errno.h>
 #include <limits.h>
-#include <sched.h>
+#include <pthread.h>
 #include <linux/futex.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+/* A cell has a cache line to itself: cells of different schedulers must
+ * not share one (their owners and producers would slow each other). */
+struct coro_wake_cell {
+    _Alignas(64) _Atomic uint32_t wake_seq; /* the futex word */
+    atomic_bool sleeping; /* the owner is in (or about to enter) wait */
+    coro_wake_cell *next_free; /* in the pool (under pool_lock) */
+};
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static coro_wake_cell *pool; /* cells given back, for reuse */
+
+int coro__inbox_init(coro_inbox *in)
+{
+    coro_wake_cell *cell;
+
+    pthread_mutex_lock(&pool_lock);
+    cell = pool;
+    if (cell != NULL)
+        pool = cell->next_free;
+    pthread_mutex_unlock(&pool_lock);
+    if (cell == NULL) {
+        cell = aligned_alloc(_Alignof(coro_wake_cell), sizeof *cell);
+        if (cell == NULL)
+            return ENOMEM;
+        atomic_init(&cell->wake_seq, 0);
+    }
+    /* A recycled cell keeps its wake_seq: a late producer's bump of it
+     * can only cost one spurious wake-up. */
+    atomic_store(&cell->sleeping, false);
+    atomic_init(&in->head, NULL);
+    in->cell = cell;
+    return 0;
+}
+
+void coro__inbox_fini(coro_inbox *in)
+{
+    pthread_mutex_lock(&pool_lock);
+    in->cell->next_free = pool;
+    pool = in->cell;
+    pthread_mutex_unlock(&pool_lock);
+    in->cell = NULL;
+}
+
 void coro__inbox_push(coro_inbox *in, coro_remote *node)
 {
-    coro_remote *head;
-
-    /* Count ourselves in: once the node is in, the owner may run it to
-     * completion and want to destroy the scheduler while we still touch
-     * `sleeping` and the futex word. coro__inbox_quiesce() waits for us. */
-    atomic_fetch_add_explicit(&in->pushers, 1, memory_order_relaxed);
-    head = atomic_load_explicit(&in->head, memory_order_relaxed);
+    /* Read before the push: after it, `in` may be freed (the cell not). */
+    coro_wake_cell *cell = in->cell;
+    coro_remote *head = atomic_load_explicit(&in->head, memory_order_relaxed);
 
     /* seq_cst on success: the push must be ordered before our read of
      * `sleeping` below (see the top of this file). On failure `head` is
@@ -70,20 +121,11 @@ void coro__inbox_push(coro_inbox *in, coro_remote *node)
      * exchange, not a store: the first producer to find the owner asleep
      * clears the flag and makes the one futex_wake; the others see false
      * and skip the system call. */
-    if (atomic_load_explicit(&in->sleeping, memory_order_seq_cst) &&
-        atomic_exchange_explicit(&in->sleeping, false, memory_order_seq_cst)) {
-        atomic_fetch_add_explicit(&in->wake_seq, 1, memory_order_release);
-        syscall(SYS_futex, &in->wake_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    if (atomic_load_explicit(&cell->sleeping, memory_order_seq_cst) &&
+        atomic_exchange_explicit(&cell->sleeping, false, memory_order_seq_cst)) {
+        atomic_fetch_add_explicit(&cell->wake_seq, 1, memory_order_release);
+        syscall(SYS_futex, &cell->wake_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
     }
-    /* release: our last touches of the inbox come before the owner's
-     * acquire in coro__inbox_quiesce() (and so before any free). */
-    atomic_fetch_sub_explicit(&in->pushers, 1, memory_order_release);
-}
-
-void coro__inbox_quiesce(coro_inbox *in)
-{
-    while (atomic_load_explicit(&in->pushers, memory_order_acquire) != 0)
-        sched_yield(); /* a pusher is between its last two instructions */
 }
 
 coro_remote *coro__inbox_take(coro_inbox *in)
@@ -110,22 +152,23 @@ bool coro__inbox_empty(coro_inbox *in)
 
 void coro__inbox_wait(coro_inbox *in, uint64_t deadline)
 {
-    uint32_t seen = atomic_load_explicit(&in->wake_seq, memory_order_acquire);
+    coro_wake_cell *cell = in->cell;
+    uint32_t seen = atomic_load_explicit(&cell->wake_seq, memory_order_acquire);
     struct timespec until = {
         .tv_sec = (time_t)(deadline / CORO_SEC),
         .tv_nsec = (long)(deadline % CORO_SEC),
     };
 
-    atomic_store_explicit(&in->sleeping, true, memory_order_seq_cst);
+    atomic_store_explicit(&cell->sleeping, true, memory_order_seq_cst);
     if (atomic_load_explicit(&in->head, memory_order_seq_cst) == NULL) {
         /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline
          * (no FUTEX_CLOCK_REALTIME flag): the same clock as coro_now(). It
          * returns on a wake, on the deadline, on a signal (EINTR) or at
          * once if wake_seq moved on (EAGAIN); in every case the pump looks
          * again, so a spurious return only costs one more look. */
-        syscall(SYS_futex, &in->wake_seq, FUTEX_WAIT_BITSET_PRIVATE, seen,
+        syscall(SYS_futex, &cell->wake_seq, FUTEX_WAIT_BITSET_PRIVATE, seen,
                 deadline == CORO_FOREVER ? NULL : &until, NULL,
                 FUTEX_BITSET_MATCH_ANY);
     }
-    atomic_store_explicit(&in->sleeping, false, memory_order_relaxed);
+    atomic_store_explicit(&cell->sleeping, false, memory_order_relaxed);
 }

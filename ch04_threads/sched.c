@@ -899,6 +899,11 @@ coro_sched *coro_sched_create_limit(size_t max_posts)
         errno = ENOMEM;
         return NULL;
     }
+    if (coro__inbox_init(&s->inbox) != 0) {
+        free(s);
+        errno = ENOMEM;
+        return NULL;
+    }
     s->owner = coro__thread_id();
     s->max_posts = max_posts;
     atomic_init(&s->stack_size, coro__usable_stack_size(0));
@@ -973,7 +978,6 @@ int coro_sched_destroy(coro_sched *s)
         return EPERM;
     if (s->pumping || work_remains(s) || s->handles > 0)
         return EBUSY;
-    coro__inbox_quiesce(&s->inbox); /* a waker may still be leaving it */
 
     cache_flush(s);
     coro__timers_free(&s->timers);
@@ -993,6 +997,8 @@ int coro_sched_destroy(coro_sched *s)
         next = p->next_free;
         free(p);
     }
+    coro__inbox_fini(&s->inbox); /* a late producer may still touch its
+                                    wake cell: cells are never freed */
     free(s);
     return 0;
 }

@@ -777,8 +777,10 @@ int coro_event_destroy(coro_event *e);
  * @brief Free the calling thread's per-thread library state.
  *
  * Releases the thread's alternate signal stack (see
- * coro_overflow_handler_install()) now rather than when the thread exits:
- * for a long-lived thread that is done with coroutines. The thread must
+ * coro_overflow_handler_install()) and its cache of post nodes (the
+ * nodes of coro_post() calls to other threads' schedulers, recycled) now
+ * rather than when the thread exits: for a long-lived thread that is done
+ * with coroutines. The thread must
  * have no coroutine running; if one is, nothing is freed. Using coroutines
  * on the thread again afterwards is allowed.
  *

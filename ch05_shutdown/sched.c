@@ -1392,6 +1392,11 @@ coro_sched *coro_sched_create_limit(size_t max_posts)
         errno = ENOMEM;
         return NULL;
     }
+    if (coro__inbox_init(&s->inbox) != 0) {
+        free(s);
+        errno = ENOMEM;
+        return NULL;
+    }
     s->owner = coro__thread_id();
     s->max_posts = max_posts;
     atomic_init(&s->stack_size, coro__usable_stack_size(0));
@@ -1468,8 +1473,7 @@ int coro_sched_destroy(coro_sched *s)
         drain_inbox(s); /* refusals that raced with a shutdown, say */
     if (s->pumping || work_remains(s) || (s->handles > 0 && !s->shut_down))
         return EBUSY;
-    coro__signal_forget(s);         /* no signal handler can reach s now */
-    coro__inbox_quiesce(&s->inbox); /* a waker may still be leaving it */
+    coro__signal_forget(s); /* no signal handler can reach s now */
 
     while (s->members != NULL) { /* after a shutdown: undestroyed handles */
         coro *c = s->members;
@@ -1494,6 +1498,8 @@ int coro_sched_destroy(coro_sched *s)
         next = p->next_free;
         free(p);
     }
+    coro__inbox_fini(&s->inbox); /* a late producer may still touch its
+                                    wake cell: cells are never freed */
     free(s);
     return 0;
 }
