@@ -59,6 +59,12 @@ const void *coro__thread_id(void)
 
 void coro__stack_created(coro *c)
 {
+#ifdef CORO_ASAN
+    /* Fresh memory may sit where an abandoned coroutine's stack was
+     * unmapped with its frames never unwound: ASan's shadow of those
+     * addresses still says "out of scope". Start clean. */
+    __asan_unpoison_memory_region(c->stack_lo, c->stack_size);
+#endif
 #ifdef CORO_TSAN
     c->tsan_fiber = __tsan_create_fiber(0);
 #endif
