@@ -331,6 +331,15 @@ static void report_started(coro_pool *p, bool ok)
     pthread_mutex_unlock(&p->lock);
 }
 
+/* Let a stopped worker's scheduler finish what it still has, then free
+ * it (a post that raced with the stop may still arrive). */
+static void drain_and_destroy(coro_sched *s)
+{
+    do
+        coro_sched_run(s);
+    while (coro_sched_destroy(s) == EBUSY);
+}
+
 static void *worker_main(void *arg)
 {
     struct pool_worker *w = arg;
@@ -345,15 +354,13 @@ static void *worker_main(void *arg)
         worker_turn(w);
     if (atomic_load(&p->closing))
         w->abandoned += coro__sched_shutdown_until(w->sched, p->deadline);
-    do
-        coro_sched_run(w->sched);
-    while (coro_sched_destroy(w->sched) == EBUSY);
+    drain_and_destroy(w->sched);
     coro_thread_detach();
     return NULL;
 }
 
-/* Stop and join worker threads [first, last). */
-static void stop_workers(coro_pool *p, size_t first, size_t last)
+/* Ask worker threads [first, last) to stop. */
+static void send_stop_requests(coro_pool *p, size_t first, size_t last)
 {
     const struct timespec a_moment = {0, 1000 * 1000};
 
@@ -366,9 +373,16 @@ static void stop_workers(coro_pool *p, size_t first, size_t last)
                coro__post_always(w->sched, stop_request, w) == ENOMEM)
             nanosleep(&a_moment, NULL);
     }
+}
+
+/* Stop and join worker threads [first, last). */
+static void stop_workers(coro_pool *p, size_t first, size_t last)
+{
+    send_stop_requests(p, first, last);
     for (size_t i = first; i < last; i++)
         pthread_join(p->workers[i].thread, NULL);
 }
+
 
 static void pool_free(coro_pool *p)
 {
@@ -665,8 +679,7 @@ int coro_pool_wait(coro_pool *p)
 size_t coro_pool_shutdown(coro_pool *p, uint64_t grace_ns)
 {
     struct pool_task *never_started;
-    size_t abandoned = 0;
-    size_t first = 1;
+    size_t abandoned = 0, first;
 
     if (p == NULL || !may_wait(p)) {
         errno = p == NULL ? EINVAL : EPERM;
@@ -680,16 +693,9 @@ size_t coro_pool_shutdown(coro_pool *p, uint64_t grace_ns)
         task_drop(t);
         abandoned++;
     }
-    if (!p->use_caller)
-        first = 0;
+    first = p->use_caller ? 1 : 0;
     /* Every worker shuts down on its own thread, against the deadline. */
-    for (size_t i = first; i < p->count; i++) {
-        const struct timespec a_moment = {0, 1000 * 1000};
-
-        while (coro__post_always(p->workers[i].sched, stop_request,
-                                 &p->workers[i]) == ENOMEM)
-            nanosleep(&a_moment, NULL);
-    }
+    send_stop_requests(p, first, p->count);
     if (p->use_caller) /* worker 0 is this thread: its shutdown runs here */
         abandoned += coro__sched_shutdown_until(p->workers[0].sched,
                                                 p->deadline);
@@ -699,13 +705,8 @@ size_t coro_pool_shutdown(coro_pool *p, uint64_t grace_ns)
     }
     /* Only now: the others' last tasks may still post to worker 0 (to
      * wake a coro_pool_wait()), and are refused, as it is closed. */
-    if (p->use_caller) {
-        coro_sched *s = p->workers[0].sched;
-
-        do
-            coro_sched_run(s);
-        while (coro_sched_destroy(s) == EBUSY);
-    }
+    if (p->use_caller)
+        drain_and_destroy(p->workers[0].sched);
     pool_free(p);
     return abandoned;
 }
@@ -719,11 +720,8 @@ int coro_pool_destroy(coro_pool *p)
     if (atomic_load(&p->outstanding) > 0)
         return EBUSY;
     stop_workers(p, p->use_caller ? 1 : 0, p->count);
-    if (p->use_caller) {
-        do
-            coro_sched_run(p->workers[0].sched);
-        while (coro_sched_destroy(p->workers[0].sched) == EBUSY);
-    }
+    if (p->use_caller)
+        drain_and_destroy(p->workers[0].sched);
     pool_free(p);
     return 0;
 }
