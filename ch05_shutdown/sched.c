@@ -431,6 +431,7 @@ static int start_remote(coro_sched *s, coro_fn fn, void *arg, bool detached,
                         coro_cleanup *cleanup, coro **out)
 {
     coro *c = shell_new(s);
+    bool refused;
 
     if (c == NULL)
         return ENOMEM;
@@ -438,17 +439,15 @@ static int start_remote(coro_sched *s, coro_fn fn, void *arg, bool detached,
     init_scheduled(s, c, detached);
     if (cleanup != NULL)
         coro__cleanup_push(c, cleanup);
-    c->remote.kind = CORO_REMOTE_START;
     atomic_fetch_add(&s->arriving, 1); /* seq_cst: see is_closed() */
-    if (is_closed(s)) {
-        /* Counted, so it must travel: the owner frees it (take_in()). */
-        c->remote.kind = CORO_REMOTE_REFUSED_START;
-        coro__inbox_push(&s->inbox, &c->remote);
-        return ESHUTDOWN;
-    }
-    *out = c;
+    /* Counted, so it travels even if refused: the owner gives the count
+     * back and frees it (take_in()). */
+    refused = is_closed(s);
+    c->remote.kind = refused ? CORO_REMOTE_REFUSED_START : CORO_REMOTE_START;
+    if (!refused)
+        *out = c;
     coro__inbox_push(&s->inbox, &c->remote); /* c is the owner's now */
-    return 0;
+    return refused ? ESHUTDOWN : 0;
 }
 
 /* Create a coroutine of `s` (with a first cleanup, if not NULL) and
