@@ -10,10 +10,10 @@
  * variables, its return addresses, the registers a function must preserve —
  * stays on its stack and in a small saved context while it is suspended.
  *
- * Part one (as in the previous stage): the caller is the scheduler; it
+ * Part one: the caller is the scheduler; it
  * decides, by hand, which coroutine runs next by calling coro_resume().
  *
- * Part two (this stage): a scheduler, coro_sched, takes that job. It holds a
+ * Part two: a scheduler, coro_sched, takes that job. It holds a
  * ready queue of coroutines and plain functions ("posts") and a pump
  * (coro_sched_run(), coro_sched_step()) that takes the next item and runs
  * it. coro_go() and coro_spawn() create coroutines that the pump resumes;
