@@ -1005,10 +1005,13 @@ TEST(CancelAfterTheWaitEnded, ASetBeforeTheCancelWinsAndIsConsumed) {
 TEST(CancelAfterTheWaitEnded, ATimeoutBeforeTheCancelWins) {
   coro_sched* s = coro_sched_create();
   ASSERT_NE(s, nullptr);
+  // Long enough that the timer cannot fire before the second step, even
+  // under Valgrind (it would queue the waiter ahead of the canceller).
+  const uint64_t wait = SlowTool() ? 300 * kMs : 20 * kMs;
   int first = -1, next = -1;
   bool cancel_now = false;
   coro* waiter = Spawn(s, [&] {
-    first = coro_park_for(kMs);
+    first = coro_park_for(wait);
     next = coro_yield();
   });
   ASSERT_NE(waiter, nullptr);
@@ -1020,7 +1023,7 @@ TEST(CancelAfterTheWaitEnded, ATimeoutBeforeTheCancelWins) {
             0);
   ASSERT_TRUE(coro_sched_step(s));  // the waiter parks
   ASSERT_TRUE(coro_sched_step(s));  // the canceller yields
-  SleepThread(10 * kMs);            // the park's deadline passes
+  SleepThread(wait + 10 * kMs);     // the park's deadline passes
   cancel_now = true;
   ASSERT_TRUE(coro_sched_step(s));  // timer fires, then the canceller runs
   EXPECT_EQ(first, -1) << "the waiter ran before the canceller";
