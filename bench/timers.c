@@ -96,12 +96,13 @@ enum { STACK_SIZE = 16 * 1024, MAX_ROUNDS = 100 };
 /* The goal for one timer set + fire, in ns. */
 #define TARGET_NS 200.0
 
-typedef enum { SLEEP, UNTIL, YIELD, HEAP, CASES } case_id;
+typedef enum { SLEEP, UNTIL, YIELD, WAKE, HEAP, CASES } case_id;
 
 static const char *const case_label[CASES] = {
     "coro_sleep(ns) (ours)",
     "coro_park_until(deadline), times out (ours)",
     "coro_yield() once, no timer (baseline)",
+    "coro_park(), woken in deadline order (baseline)",
     "binary heap push + pop, no coroutine (baseline)",
 };
 
@@ -139,6 +140,8 @@ static struct {
     unsigned char *immediate; /* until: returned without suspending */
     uint32_t *by_wake;  /* scratch for the checks */
     uint64_t *deadline; /* heap baseline input */
+    uint32_t *by_deadline; /* indices in (offset, index) order */
+    coro **handle;      /* wake baseline: each parked coroutine */
 
     /* The round. */
     case_id mode;
@@ -210,6 +213,11 @@ static void *sleeper(void *arg) {
         expected = ETIMEDOUT; /* nobody wakes it */
         err = coro_park_until(deadline);
         break;
+    case WAKE:
+        g.due[i] = t;
+        g.handle[i] = coro_self();
+        err = coro_park(); /* the sentinel wakes it */
+        break;
     default:
         g.due[i] = t;
         err = coro_yield();
@@ -223,7 +231,7 @@ static void *sleeper(void *arg) {
     g.immediate[i] = g.readings == read_before + 1;
     g.wake[i] = w;
     g.wake_seq[i] = (uint32_t)g.wakes++;
-    if (g.wakes == 1)
+    if (g.wakes == 1 && g.mode != WAKE)
         g.t_first_wake = w;
     return NULL;
 }
@@ -234,15 +242,37 @@ static void *sleeper(void *arg) {
  * its own wake (so "no read in between" means "did not suspend"). */
 static void *sentinel(void *arg) {
     (void)arg;
-    clock_read();
+    uint64_t t = clock_read();
+    /* The wake baseline: the sentinel plays the timers' part, ending every
+     * wait in deadline order, so the coroutines are resumed in the same
+     * order (and so touch memory in the same order) as the sleepers. */
+    if (g.mode == WAKE) {
+        g.t_first_wake = t;
+        for (size_t k = 0; k < g.n; k++)
+            if (coro_wake(g.handle[g.by_deadline[k]]) != 0)
+                g.bad_result++;
+    }
     return NULL;
 }
 
-/* Deadline offsets for one round: uniform over the window. */
+/* Order of two coroutine indices by (offset, index): the order their
+ * timers fire in (coroutine i sets its timer i-th). */
+static int compare_by_deadline(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    if (g.offset[x] != g.offset[y])
+        return g.offset[x] < g.offset[y] ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+/* Deadline offsets for one round: uniform over the window. Also sorts the
+ * indices into firing order, for the wake baseline. */
 static void draw_offsets(uint64_t seed, unsigned round) {
     prng_state = seed * 1000003u + round;
-    for (size_t i = 0; i < g.n; i++)
+    for (size_t i = 0; i < g.n; i++) {
         g.offset[i] = prng_next() % g.window;
+        g.by_deadline[i] = (uint32_t)i;
+    }
+    qsort(g.by_deadline, g.n, sizeof g.by_deadline[0], compare_by_deadline);
 }
 
 static void run_coroutines(case_id mode, uint64_t lead, round_result *r) {
@@ -304,7 +334,7 @@ static void check_round(case_id mode, checks *c) {
     if (g.sets != n || g.wakes != n)
         c->wrong_count++;
     c->bad_result += g.bad_result;
-    if (mode == YIELD)
+    if (mode == YIELD || mode == WAKE)
         return;
     for (size_t i = 0; i < n; i++)
         g.by_wake[g.wake_seq[i]] = (uint32_t)i;
@@ -478,6 +508,7 @@ int main(int argc, char **argv) {
     if (time_until)
         timed[ntimed++] = UNTIL;
     timed[ntimed++] = YIELD;
+    timed[ntimed++] = WAKE;
     timed[ntimed++] = HEAP;
 
     g.n = n;
@@ -491,6 +522,8 @@ int main(int argc, char **argv) {
     g.immediate = checked_calloc(n, sizeof *g.immediate);
     g.by_wake = checked_calloc(n, sizeof *g.by_wake);
     g.deadline = checked_calloc(n, sizeof *g.deadline);
+    g.by_deadline = checked_calloc(n, sizeof *g.by_deadline);
+    g.handle = checked_calloc(n, sizeof *g.handle);
     if (timers_heap_reserve(n) != 0)
         die("timers_heap_reserve", ENOMEM);
 
@@ -517,6 +550,7 @@ int main(int argc, char **argv) {
     lead = lead_after(warm.set_ns);
     run_case(SLEEP, lead, &warm, &c);
     lead = lead_after(warm.set_ns);
+    run_case(WAKE, 0, &warm, &c);
     run_case(HEAP, 0, &warm, &c);
 
     fprintf(stderr, "timers: %lu interleaved rounds...\n", rounds);
@@ -558,6 +592,10 @@ int main(int argc, char **argv) {
     print_target("coro_sleep, sleep - yield", sleep_cost);
     printf("  CPU, sleep - yield: %.1f ns per timer\n",
            sum[SLEEP].cpu - sum[YIELD].cpu);
+    double ordered_cost = sum[SLEEP].total - sum[WAKE].total;
+    print_target("coro_sleep, sleep - wake in order", ordered_cost);
+    printf("  CPU, sleep - wake in order: %.1f ns per timer\n",
+           sum[SLEEP].cpu - sum[WAKE].cpu);
     printf("  sleep / yield: %.2fx\n", sum[SLEEP].total / sum[YIELD].total);
     printf("  (sleep - yield) / heap: %.2fx\n", sleep_cost / sum[HEAP].total);
     if (time_until) {

@@ -121,7 +121,7 @@ struct coro {
     coro_wait waiting;
     int wait_result;    /* how the wait ended: 0 or ETIMEDOUT */
     uint64_t deadline;  /* of the wait, or CORO_FOREVER */
-    size_t timer_slot;  /* its index in the scheduler's timer heap */
+    uint32_t timer_id;  /* its timer's id in the scheduler's heap */
     coro_event *event;  /* the event it waits on (CORO_WAIT_EVENT) */
 
     /* Shared with other threads. */
@@ -287,19 +287,26 @@ bool coro__event_timeout(coro *c);
 /* ── The timer heap (timer.c) ─────────────────────────────────────────── */
 
 /* One timer: a coroutine and its deadline. `seq` breaks ties between equal
- * deadlines: first set, first fired. */
+ * deadlines: first set, first fired. `id` names the timer in `where`. */
 typedef struct coro_timer {
     uint64_t deadline;
     uint64_t seq;
     coro *c;
+    uint32_t id;
 } coro_timer;
 
-/* A 4-ary min-heap of timers, ordered by (deadline, seq). Each coroutine
- * in it knows its index (timer_slot), so removal is O(log n) too. */
+/* A 4-ary min-heap of timers, ordered by (deadline, seq). Each pending
+ * timer has an id (its coroutine keeps it in timer_id), and where[id] is
+ * its index in the heap, so removal is O(log n) too. Unused ids below
+ * ids_used wait on the free_ids stack. A zeroed struct is an empty heap. */
 typedef struct coro_timers {
-    coro_timer *heap;
+    coro_timer *heap;   /* [0, count): the heap */
+    uint32_t *where;    /* by id: the timer's index in heap */
+    uint32_t *free_ids; /* [0, free_count): ids free for reuse */
     size_t count;
-    size_t capacity;
+    size_t free_count;
+    size_t ids_used;    /* ids handed out so far: [0, ids_used) */
+    size_t capacity;    /* of each array */
     uint64_t next_seq;
 } coro_timers;
 
@@ -315,9 +322,10 @@ void coro__timers_remove(coro_timers *t, coro *c);
 /* The earliest deadline, or CORO_FOREVER if there is no timer. */
 uint64_t coro__timers_next(const coro_timers *t);
 
-/* Remove and return the earliest timer's coroutine if its deadline is at
- * or before `now`; NULL otherwise. */
-coro *coro__timers_pop_due(coro_timers *t, uint64_t now);
+/* Remove up to `max` timers whose deadline is at or before `now`, earliest
+ * first, and store their coroutines in due[0..]; returns how many. */
+size_t coro__timers_pop_due(coro_timers *t, uint64_t now, coro **due,
+                            size_t max);
 
 /* Free the heap's memory. */
 void coro__timers_free(coro_timers *t);

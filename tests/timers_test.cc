@@ -1915,4 +1915,104 @@ TEST_F(Stress, TenThousandParkersTimeOutInDeadlineThenFifoOrder) {
   EXPECT_EQ(out_of_order, 0u);
 }
 
+// Timers removed from the middle of the heap leave the others in order.
+// 10,000 parkers (fewer under Valgrind and TSan) park until absolute
+// deadlines on a 0.5 ms grid; then one coroutine wakes a random half of
+// them, in random order, while every timer is pending, so each wake takes
+// a timer out of the middle of the heap. The woken return 0 before any
+// deadline; the rest time out exactly in (deadline, order parked) order,
+// none early. Three rounds on the same scheduler: the heap's slots and
+// timer ids freed by one round are reused by the next.
+TEST_F(Stress, TimersRemovedFromTheMiddleLeaveTheRestInOrder) {
+  const size_t n = ManyCoroutines();
+  struct Parker {
+    coro* self = nullptr;
+    uint64_t deadline = 0;
+    size_t parked_as = 0;
+    size_t order = SIZE_MAX;
+    bool woken = false;    // chosen to be woken
+    bool at_once = false;  // returned without suspending
+    int result = -1;
+  };
+  ASSERT_EQ(coro_sched_set_stack_size(s_, 32 * 1024), 0);
+  Prng prng(30000);
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::vector<Parker> parkers(n);
+    size_t parks = 0, returns = 0, woken = 0;
+    uint64_t events = 0;
+    Gate gate;
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t offset = prng.Below(100) * 500 * kUs;
+      Go([&, i, offset] {
+        Parker& me = parkers[i];
+        me.self = coro_self();
+        gate.Pass();
+        me.deadline = gate.base() + offset;
+        me.parked_as = parks++;
+        const uint64_t seen = ++events;
+        me.result = coro_park_until(me.deadline);
+        me.at_once = events == seen;
+        ++events;
+        me.order = returns++;
+        if (me.result == ETIMEDOUT && coro_now() < me.deadline)
+          ADD_FAILURE() << "parker " << i << " timed out early";
+      });
+    }
+    Go([&] {
+      gate.Open();
+      EXPECT_EQ(coro_yield(), 0);  // every parker parks
+      std::vector<size_t> chosen;
+      for (size_t i = 0; i < n; ++i)  // (one that already returned is gone)
+        if (prng.Below(2) == 0 && parkers[i].order == SIZE_MAX)
+          chosen.push_back(i);
+      for (size_t k = chosen.size(); k > 1; --k)  // shuffle
+        std::swap(chosen[k - 1], chosen[prng.Below(k)]);
+      for (size_t i : chosen) {
+        parkers[i].woken = true;
+        EXPECT_EQ(coro_wake(parkers[i].self), 0);
+      }
+      woken = chosen.size();
+    });
+    EXPECT_EQ(Pump(), 0);
+    ASSERT_EQ(returns, n);
+    EXPECT_GT(woken, n / 4);
+    EXPECT_LT(woken, 3 * n / 4);
+
+    std::vector<size_t> by_return(n);
+    size_t at_once = 0, last_woken = 0, first_timed_out = SIZE_MAX;
+    for (size_t i = 0; i < n; ++i) {
+      const Parker& p = parkers[i];
+      by_return[p.order] = i;
+      if (p.at_once) ++at_once;
+      if (p.woken) {
+        EXPECT_EQ(p.result, 0) << "parker " << i << " was woken";
+        last_woken = std::max(last_woken, p.order);
+      } else {
+        EXPECT_EQ(p.result, ETIMEDOUT) << "parker " << i;
+        if (!p.at_once) first_timed_out = std::min(first_timed_out, p.order);
+      }
+    }
+    EXPECT_LT(last_woken, first_timed_out)
+        << "a woken parker returned after a timeout";
+    EXPECT_LT(at_once, n / 2) << "most parkers must go through the timers";
+    const Parker* previous = nullptr;
+    size_t out_of_order = 0;
+    for (size_t i : by_return) {
+      const Parker& p = parkers[i];
+      if (p.woken || p.at_once) continue;
+      if (previous != nullptr &&
+          std::make_pair(previous->deadline, previous->parked_as) >
+              std::make_pair(p.deadline, p.parked_as) &&
+          out_of_order++ < 5)
+        ADD_FAILURE() << "parker " << i << " (deadline " << p.deadline
+                      << ", parked #" << p.parked_as << ") timed out after"
+                      << " one with deadline " << previous->deadline
+                      << ", parked #" << previous->parked_as;
+      previous = &p;
+    }
+    EXPECT_EQ(out_of_order, 0u);
+  }
+}
+
 }  // namespace
