@@ -93,14 +93,15 @@ static void sift_down(coro_timers *t, size_t slot, coro_timer timer)
             break;
         /* While we compare the four children, let memory bring in the
          * next level: the 16 grandchildren, 512 bytes side by side, among
-         * which are the winner's four children. */
+         * which are the winner's four children. (The loop stays here: GCC
+         * deletes a call to a helper whose only work is prefetching.) */
         if (first * ARITY + 1 + ARITY * ARITY <= t->count) {
             const char *block = (const char *)&t->heap[first * ARITY + 1];
             size_t size = ARITY * ARITY * sizeof(coro_timer);
 
             for (size_t at = 0; at < size; at += CACHE_LINE)
                 __builtin_prefetch(block + at);
-            __builtin_prefetch(block + size - 1); /* it may end a line on */
+            __builtin_prefetch(block + size - 1); /* a ninth line? */
         }
         for (size_t i = first + 1; i < first + ARITY && i < t->count; i++)
             if (earlier(&t->heap[i], &t->heap[best]))
