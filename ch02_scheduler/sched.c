@@ -447,13 +447,12 @@ int coro_sched_set_stack_size(coro_sched *s, size_t stack_size)
         return EINVAL;
     if (s->owner != coro__thread_id())
         return EPERM;
-    if (s->dense != NULL && coro__dense_used(s->dense))
-        return EBUSY;
     if (s->dense != NULL) {
-        coro__dense_destroy(s->dense);
-        s->dense = coro__dense_create(usable);
-        if (s->dense == NULL)
-            return ENOMEM;
+        /* In place: the dense object is never replaced, so dense mode
+         * stays on whatever happens here. */
+        int err = coro__dense_resize(s->dense, usable);
+        if (err != 0)
+            return err;
     }
     s->stack_size = usable;
     cache_flush(s);

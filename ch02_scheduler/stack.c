@@ -152,9 +152,12 @@ int coro__dense_carve(coro_dense *d, coro *c)
     return 0;
 }
 
-bool coro__dense_used(const coro_dense *d)
+int coro__dense_resize(coro_dense *d, size_t stack_size)
 {
-    return d->regions != NULL;
+    if (d->regions != NULL)
+        return EBUSY;
+    d->stack_size = stack_size;
+    return 0;
 }
 
 void coro__dense_destroy(coro_dense *d)

@@ -27,6 +27,35 @@
  * ready. The loser of that race does nothing: the wake has already been
  * delivered (its request may still be in the inbox), or the timer has
  * already ended the park.
+ *
+ * Memory order. Every write to park_word after the coroutine is created
+ * is a read-modify-write (exchange or compare-and-swap), including the
+ * wake that finds a permit already there (PERMIT -> PERMIT) and the park
+ * that consumes one. That is the whole argument, and it holds on any
+ * processor:
+ *
+ *   - Read-modify-writes of one word happen one after another in a single
+ *     order, and each reads the value the previous one left.
+ *   - So a wake either comes before the park's consuming exchange in that
+ *     order — the exchange (acquire) then reads what the wake (release)
+ *     wrote, or what later read-modify-writes made of it, and everything
+ *     the waker did before its wake (publishing the reason: a request, a
+ *     flag) is visible to the code after the park returns — or it comes
+ *     after, finds EMPTY or PARKED, and leaves a new permit or ends the
+ *     park. A wake can never be absorbed by a permit that is already
+ *     being consumed.
+ *
+ * What went wrong before (ch04 lesson, "Proving the handshake"): the park
+ * consumed a permit it found late with a plain store of EMPTY, and the
+ * wake checked for "already a permit" with a plain load. On x86 the store
+ * waits in the store buffer while the coroutine's next loads run ahead:
+ * it re-read its condition, saw nothing new, parked again — while a waker
+ * that published a new request read the stale PERMIT and returned. Nobody
+ * woke the coroutine. models/park.pml finds that interleaving, and proves
+ * the exchange closes it. On AArch64 plain loads and stores are weaker
+ * still, and only the read-modify-write argument above (or seq_cst on
+ * both sides) holds; a lock-free read-modify-write costs about the same
+ * there (one CASAL or LDAXR/STLXR pair).
  */
 #define _GNU_SOURCE
 #include "coro_impl.h"
@@ -84,8 +113,10 @@ int coro_park_until(uint64_t deadline)
     if (!atomic_compare_exchange_strong_explicit(
             &self->park_word, &word, CORO_PARK_PARKED,
             memory_order_acq_rel, memory_order_acquire)) {
-        atomic_store_explicit(&self->park_word, CORO_PARK_EMPTY,
-                              memory_order_relaxed);
+        /* Consume it with an exchange, never a plain store: see "Memory
+         * order" at the top of this file. */
+        atomic_exchange_explicit(&self->park_word, CORO_PARK_EMPTY,
+                                 memory_order_acquire);
         return 0;
     }
     /* From here a waker may already be delivering our wake-up; it can only
@@ -105,29 +136,27 @@ int coro_park(void)
 
 int coro_wake(coro *c)
 {
-    int word;
+    int word, next;
 
     if (c == NULL || c->sched == NULL ||
         atomic_load_explicit(&c->finished, memory_order_acquire))
         return EINVAL;
     word = atomic_load_explicit(&c->park_word, memory_order_relaxed);
-    for (;;) {
-        if (word == CORO_PARK_PERMIT)
-            return 0; /* permits do not add up */
-        if (word == CORO_PARK_EMPTY) {
-            /* release: our earlier writes are visible to the park that
-             * consumes this permit. */
-            if (atomic_compare_exchange_weak_explicit(
-                    &c->park_word, &word, CORO_PARK_PERMIT,
-                    memory_order_release, memory_order_relaxed))
-                return 0;
-            continue; /* word was reloaded: look again */
-        }
-        if (atomic_compare_exchange_weak_explicit(
-                &c->park_word, &word, CORO_PARK_EMPTY,
-                memory_order_acq_rel, memory_order_relaxed)) {
-            coro__deliver_ready(c); /* we won: we end its park */
-            return 0;
-        }
-    }
+    do {
+        /* PARKED -> EMPTY ends the park; EMPTY or PERMIT -> PERMIT leaves
+         * the one permit (they do not add up). Even the second, when it
+         * changes nothing, is a read-modify-write, so that it takes its
+         * place in the word's order (see the top of this file).
+         * release: what we did before this wake is visible to the park
+         * that consumes the permit, or to the coroutine we make ready.
+         * acquire: the park's PARKED was written with release, so the
+         * owner is done with c->remote (its last request) before we
+         * reuse it in coro__deliver_ready(). */
+        next = word == CORO_PARK_PARKED ? CORO_PARK_EMPTY : CORO_PARK_PERMIT;
+    } while (!atomic_compare_exchange_weak_explicit(
+        &c->park_word, &word, next, memory_order_acq_rel,
+        memory_order_relaxed));
+    if (word == CORO_PARK_PARKED)
+        coro__deliver_ready(c); /* we won: we end its park */
+    return 0;
 }

@@ -162,14 +162,20 @@ int coro__dense_carve(coro_dense *d, coro *c)
     return 0;
 }
 
-bool coro__dense_used(coro_dense *d)
+/* Under the lock: the check and the change are one step, so another
+ * thread's coro_go() carves either before it (and we refuse) or after it
+ * (with the new size). */
+int coro__dense_resize(coro_dense *d, size_t stack_size)
 {
-    bool used;
+    int err = 0;
 
     pthread_mutex_lock(&d->lock);
-    used = d->regions != NULL;
+    if (d->regions != NULL)
+        err = EBUSY;
+    else
+        d->stack_size = stack_size;
     pthread_mutex_unlock(&d->lock);
-    return used;
+    return err;
 }
 
 void coro__dense_destroy(coro_dense *d)

@@ -216,8 +216,11 @@ coro_dense *coro__dense_create(size_t stack_size);
  * one: a finished coroutine keeps its stack for reuse. */
 int coro__dense_carve(coro_dense *d, coro *c);
 
-/* Whether any stack has been carved from `d`. */
-bool coro__dense_used(coro_dense *d);
+/* Give the stacks carved from `d` from now on `stack_size` usable bytes
+ * (a multiple of the page size). Returns 0, or EBUSY once any stack has
+ * been carved (they all share the regions' layout). Never fails for
+ * memory: dense mode stays on whatever it returns. */
+int coro__dense_resize(coro_dense *d, size_t stack_size);
 
 /* Unmap every region of `d` and free it. */
 void coro__dense_destroy(coro_dense *d);

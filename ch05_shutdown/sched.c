@@ -142,7 +142,11 @@ struct coro_sched {
     _Atomic size_t stack_size;  /* shared: read by other threads' coro_go */
     coro *cache;
     size_t cached;
-    coro_dense *dense;          /* non-NULL: dense stacks are on */
+    /* Shared: non-NULL once dense stacks are on; other threads' coro_go
+     * carves from it. Set once by the owner and never replaced or freed
+     * before the scheduler is: coro_sched_set_stack_size() resizes it in
+     * place. */
+    _Atomic(coro_dense *) dense;
 };
 
 /* Coroutines alive: created (here or elsewhere) and not finished.
@@ -293,16 +297,28 @@ static void shell_free(coro *c)
     free(c);
 }
 
+/* The dense object, read on the owner's thread. relaxed: only the owner
+ * ever writes `dense`, so it always sees its own last write. */
+static coro_dense *owner_dense(const coro_sched *s)
+{
+    return atomic_load_explicit(&s->dense, memory_order_relaxed);
+}
+
 /* A new coroutine with a stack of its own: dense or guarded. */
 static coro *shell_new(coro_sched *s)
 {
     coro *c = calloc(1, sizeof *c);
+    /* acquire: pairs with the release in coro_sched_use_dense_stacks(),
+     * so a dense object we see is fully built. A coro_go racing with that
+     * call may still see NULL and map a guarded stack: harmless, such a
+     * coroutine is cached and freed like any other. */
+    coro_dense *dense = atomic_load_explicit(&s->dense, memory_order_acquire);
     int err;
 
     if (c == NULL)
         return NULL;
-    err = s->dense ? coro__dense_carve(s->dense, c)
-                   : coro__stack_map(c, atomic_load(&s->stack_size));
+    err = dense != NULL ? coro__dense_carve(dense, c)
+                        : coro__stack_map(c, atomic_load(&s->stack_size));
     if (err != 0) {
         free(c);
         return NULL;
@@ -329,7 +345,8 @@ static coro *shell_get(coro_sched *s, bool *reused)
 /* A finished coroutine goes back to the cache (or, past its limit, away). */
 static void shell_put(coro_sched *s, coro *c)
 {
-    if (s->dense == NULL && (s->cached >= STACK_CACHE_MAX ||
+    if (owner_dense(s) == NULL &&
+        (s->cached >= STACK_CACHE_MAX ||
                              c->stack_size != atomic_load(&s->stack_size))) {
         shell_free(c);
         return;
@@ -1166,11 +1183,24 @@ static bool work_remains(const coro_sched *s)
  * next timer, the deadline, or a push to its inbox — another thread may
  * still wake a parked coroutine, so there is no EDEADLK any more.
  */
+/* When an idle pump wakes up by itself: at the next timer or `deadline`,
+ * whichever is first — and within a millisecond while requests wait in
+ * the backlog for memory (take_in() failed). No push is coming for those,
+ * so nothing else would make the pump try them again. */
+static uint64_t idle_until(coro_sched *s, uint64_t deadline)
+{
+    uint64_t wake_at = coro__timers_next(&s->timers);
+
+    if (deadline < wake_at)
+        wake_at = deadline;
+    if (s->backlog != NULL && coro__deadline_after(CORO_MSEC) < wake_at)
+        wake_at = coro__deadline_after(CORO_MSEC);
+    return wake_at;
+}
+
 static int pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
 {
     while (work_remains(s)) {
-        uint64_t wake_at;
-
         drain_inbox(s);
         fire_due_timers(s);
         /* Checked on every turn, not only when idle: coroutines that keep
@@ -1185,8 +1215,7 @@ static int pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
         if (!work_remains(s))
             break;
         timing_pause(s); /* a sleep is not part of the last resume */
-        wake_at = coro__timers_next(&s->timers);
-        coro__inbox_wait(&s->inbox, wake_at < deadline ? wake_at : deadline);
+        coro__inbox_wait(&s->inbox, idle_until(s, deadline));
     }
     return 0;
 }
@@ -1254,10 +1283,8 @@ size_t coro_sched_poll_until(coro_sched *s, uint64_t deadline)
     outer = pump_enter(s);
     ran = run_ready(s);
     if (ran == 0) {
-        uint64_t wake_at = coro__timers_next(&s->timers);
+        uint64_t wake_at = idle_until(s, deadline);
 
-        if (deadline < wake_at)
-            wake_at = deadline;
         timing_pause(s);
         if (wake_at > coro_now())
             coro__inbox_wait(&s->inbox, wake_at);
@@ -1443,18 +1470,20 @@ coro_sched *coro_sched_self(void)
 int coro_sched_set_stack_size(coro_sched *s, size_t stack_size)
 {
     size_t usable = coro__usable_stack_size(stack_size);
+    coro_dense *dense;
 
     if (s == NULL || usable == 0)
         return EINVAL;
     if (s->owner != coro__thread_id())
         return EPERM;
-    if (s->dense != NULL && coro__dense_used(s->dense))
-        return EBUSY;
-    if (s->dense != NULL) {
-        coro__dense_destroy(s->dense);
-        s->dense = coro__dense_create(usable);
-        if (s->dense == NULL)
-            return ENOMEM;
+    dense = owner_dense(s);
+    if (dense != NULL) {
+        /* In place, under the dense object's lock: another thread's
+         * coro_go may be carving from it right now, so it is never
+         * replaced (and dense mode stays on whatever happens here). */
+        int err = coro__dense_resize(dense, usable);
+        if (err != 0)
+            return err;
     }
     atomic_store(&s->stack_size, usable);
     cache_flush(s);
@@ -1463,17 +1492,24 @@ int coro_sched_set_stack_size(coro_sched *s, size_t stack_size)
 
 int coro_sched_use_dense_stacks(coro_sched *s)
 {
+    coro_dense *dense;
+
     if (s == NULL)
         return EINVAL;
     if (s->owner != coro__thread_id())
         return EPERM;
-    if (s->dense != NULL)
+    if (owner_dense(s) != NULL)
         return 0;
     if (alive_count(s) > 0 || s->handles > 0)
         return EBUSY; /* guarded stacks in use */
     cache_flush(s);
-    s->dense = coro__dense_create(atomic_load(&s->stack_size));
-    return s->dense != NULL ? 0 : ENOMEM;
+    dense = coro__dense_create(atomic_load(&s->stack_size));
+    if (dense == NULL)
+        return ENOMEM;
+    /* release: the object is complete before another thread's coro_go
+     * can see it (the acquire in shell_new()). */
+    atomic_store_explicit(&s->dense, dense, memory_order_release);
+    return 0;
 }
 
 int coro_sched_destroy(coro_sched *s)
@@ -1495,8 +1531,8 @@ int coro_sched_destroy(coro_sched *s)
     }
     cache_flush(s);
     coro__timers_free(&s->timers);
-    if (s->dense != NULL)
-        coro__dense_destroy(s->dense);
+    if (owner_dense(s) != NULL)
+        coro__dense_destroy(owner_dense(s));
     while (s->spare_levels != NULL) {
         struct ready_level *level = s->spare_levels;
         s->spare_levels = level->lower;
