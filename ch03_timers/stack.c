@@ -37,11 +37,18 @@
 
 size_t coro__page_size(void)
 {
-    static size_t cached;
+    /* Atomic, because threads may ask at the same time (a plain static
+     * would be a data race: undefined behaviour, and ThreadSanitizer says
+     * so). relaxed: every thread stores the same value, and nothing else
+     * is published with it. */
+    static _Atomic size_t cached;
+    size_t page = atomic_load_explicit(&cached, memory_order_relaxed);
 
-    if (cached == 0)
-        cached = (size_t)sysconf(_SC_PAGESIZE);
-    return cached;
+    if (page == 0) {
+        page = (size_t)sysconf(_SC_PAGESIZE);
+        atomic_store_explicit(&cached, page, memory_order_relaxed);
+    }
+    return page;
 }
 
 /* ── Stacks ───────────────────────────────────────────────────────────── */

@@ -162,10 +162,15 @@ void coro__signal_forget(coro_sched *s)
         atomic_fetch_sub(&registered, 1);
         handler_release(signo);
     }
-    pthread_mutex_unlock(&registry_lock);
     /* A handler that read a slot before we cleared it may still be using
      * `s`. seq_cst on both sides: a handler we do not see counted here
-     * started after our stores, so it reads the cleared slots. */
+     * started after our stores, so it reads the cleared slots. We wait
+     * before unlocking: until then no thread can reuse the slots we
+     * cleared, so a late handler can never read a new scheduler from a
+     * slot it matched to the old signal (models/signal.pml found that: a
+     * scheduler closed by a signal it never registered for). Handlers
+     * never take the lock, so this cannot deadlock. */
     while (atomic_load(&handlers_running) != 0)
         sched_yield();
+    pthread_mutex_unlock(&registry_lock);
 }
