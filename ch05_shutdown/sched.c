@@ -158,7 +158,12 @@ struct coro_sched {
  * the coroutine twice, never zero times. */
 static size_t alive_count(const coro_sched *s)
 {
-    size_t arriving = atomic_load_explicit(&s->arriving, memory_order_acquire);
+    /* seq_cst, not just acquire: the shutdown's last look at the counts
+     * is one side of the close handshake (see is_closed()). With acquire
+     * alone, C11 (and AArch64's LDAPR) would let this load read 0 while a
+     * producer counted in still reads `closed` as false. A seq_cst load
+     * costs a plain mov on x86 and an LDAR on AArch64. */
+    size_t arriving = atomic_load_explicit(&s->arriving, memory_order_seq_cst);
 
     return arriving +
            atomic_load_explicit(&s->alive_local, memory_order_relaxed);
@@ -176,7 +181,9 @@ static void alive_add(coro_sched *s, int delta)
 
 static size_t posts_pending(const coro_sched *s)
 {
-    return atomic_load_explicit(&s->posts_pending, memory_order_relaxed);
+    /* seq_cst: the other side of the close handshake for posts, as in
+     * alive_count(). */
+    return atomic_load_explicit(&s->posts_pending, memory_order_seq_cst);
 }
 
 /* The scheduler whose pump is running on this thread (innermost). */

@@ -26,11 +26,21 @@
  *   - no double ready: at most one of a wake and a timeout ends each park,
  *     and the coroutine is made ready at most once per park.
  *
- * The mutant (spin -DMUTANT) is the code as it shipped before the fix:
- * when the compare-exchange finds a permit, the park consumes it with a
- * plain store of EMPTY, and a wake that reads PERMIT returns at once.
- * SPIN finds the lost wake: the store waits in the owner's store buffer
- * while its loads of `asked` go ahead, and the waker still reads PERMIT.
+ * Mutants (each must fail):
+ *   -DMUTANT  the code as it shipped before the fix: when the compare-
+ *       exchange finds a permit, the park consumes it with a plain store
+ *       of EMPTY, and a wake that reads PERMIT returns at once. SPIN finds
+ *       the lost wake: the store waits in the owner's store buffer while
+ *       its loads of `asked` go ahead, and the waker still reads PERMIT.
+ *   -DMUTANT_PLAIN_CHECK -DPLAIN_PUBLISH  only the wake's half of the old
+ *       code (a plain load of PERMIT, then return), with a waker that
+ *       publishes its request by a plain store (asked = asked + 1, as a
+ *       release store compiles on x86) instead of a locked add. The
+ *       store of `asked` waits in the waker's buffer while it reads the
+ *       stale PERMIT, and the coroutine parks for good. (With a locked add
+ *       the x86 model cannot see this half: the add drains the buffer.
+ *       C11 and AArch64 can, which is why the code's wake is a CAS even
+ *       when it finds PERMIT; the model with PLAIN_PUBLISH alone passes.)
  */
 #define NTHREADS 2
 #define OWNER 0
@@ -95,7 +105,7 @@ inline park(timed, rc) {
 
 /* coro_wake() */
 inline wake() {
-#ifdef MUTANT
+#if defined(MUTANT) || defined(MUTANT_PLAIN_CHECK)
     tso_load(WAKER, PARK_WORD, w);
     do
     :: w == PERMIT -> break
@@ -153,7 +163,12 @@ active proctype waker() {
     byte i;
 
     for (i : 1 .. ROUNDS) {
+#ifdef PLAIN_PUBLISH
+        tso_load(WAKER, ASKED, old);
+        tso_store(WAKER, ASKED, old + 1);
+#else
         tso_fetch_add(WAKER, ASKED, 1, old);
+#endif
         wake();
         mem[SERVED] == i /* the owner's served++ is a locked add: in memory */
     }
