@@ -82,6 +82,38 @@ inline bool UnderValgrind() { return RUNNING_ON_VALGRIND != 0; }
 inline long Iterations(long n) { return UnderValgrind() ? n / 10 : n; }
 
 // ---------------------------------------------------------------------------
+// Tests that need the machine to keep up for a moment.
+//
+// Some checks only mean something if the machine kept up with the test for
+// a moment: "every parker parked before the first deadline", "the wakes all
+// came before the timeouts". A loaded CI machine, Valgrind or a sanitizer
+// can stall the test process for a long while at any point, and the test
+// cannot prevent that. It can see it afterwards, from the clock: a timer
+// never fires before its deadline (the contract), so if the clock still
+// read less than a deadline after some step, that timer had not fired
+// during the step.
+//
+// RetryWithMoreRoom(attempt) calls attempt(room) with room = 1, 4, 16, 64,
+// until an attempt returns true ("the machine kept up: the scenario was
+// arranged as intended"). The attempt multiplies its time margins by
+// `room`. It returns whether some attempt was arranged; the test asserts
+// that, so it cannot pass without checking anything.
+//
+// Every attempt checks the contract on what it observed, arranged or not:
+// a real bug fails the attempt it shows up in. Only the checks that need
+// the arrangement are skipped in an attempt that did not get it.
+template <typename Attempt>
+bool RetryWithMoreRoom(Attempt attempt) {
+  for (std::uint64_t room = 1; room <= 64; room *= 4) {
+    if (attempt(room)) return true;
+    std::printf("[   INFO   ] the machine did not keep up (room x%llu): "
+                "again with more room\n",
+                static_cast<unsigned long long>(room));
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------
 // Death tests.
 
 // Death tests run their statement in a child process. "threadsafe" style

@@ -55,7 +55,10 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr int kDefaultGraceMs = 5000;
-// On top of a grace period: a loaded machine under a sanitizer is slow.
+// On top of a grace period: a loaded machine under a sanitizer is slow (to
+// run the server's last steps, print its stats, tear down the process).
+// That the server finished its work within the grace period is checked
+// exactly, by its own count: "abandoned: 0".
 constexpr milliseconds kSlack{5000};
 // How long a blocking read waits for an answer before the test gives up.
 constexpr int kReadTimeoutMs = 10000;
@@ -109,7 +112,7 @@ class Server {
     }
     close(out[1]);
     stdout_fd_ = out[0];
-    std::string line = ReadOutputLine(10000);
+    std::string line = ReadOutputLine(30000);  // a slow start is no failure
     ASSERT_EQ(std::sscanf(line.c_str(), "listening on port %d", &port_), 1)
         << "the server printed: \"" << line << "\"";
     ASSERT_GT(port_, 0);
@@ -515,8 +518,11 @@ TEST_F(HttpServer, BareLineFeedsAndLeadingBlankLinesAreAccepted) {
 // ---------------------------------------------------------------------------
 // Shutdown, one case at a time.
 
+// With only idle connections the server has no reason to use its grace
+// period: a long one (30 s), so that "at once" (within 10 s, on a loaded
+// machine under a sanitizer) tells the two apart.
 TEST(HttpServerShutdown, IdleConnectionsAreClosedAtOnce) {
-  Server server;
+  Server server(30000);
   ASSERT_NO_FATAL_FAILURE(server.Start());
   std::vector<std::unique_ptr<Connection>> idle;
   for (int i = 0; i < 50; i++) {
@@ -527,7 +533,7 @@ TEST(HttpServerShutdown, IdleConnectionsAreClosedAtOnce) {
   ASSERT_NO_FATAL_FAILURE(server.ShutDownCleanly(SIGTERM));
   for (auto& c : idle) EXPECT_TRUE(c->ClosedByServer());
   // Nothing was in flight: no reason to use the grace period.
-  EXPECT_LT(server.exit_ms(), 2000);
+  EXPECT_LT(server.exit_ms(), 10000);
 }
 
 TEST(HttpServerShutdown, SigintWorksLikeSigterm) {
@@ -584,16 +590,21 @@ TEST(HttpServerShutdown, PipelinedRequestsBeforeTheSignalAreAllAnswered) {
   EXPECT_EQ(server.exit_status(), 0) << server.output();
 }
 
+// The server gives a request in flight until nine tenths of its grace
+// period, then drops it itself (nothing abandoned). The default 5 s grace
+// leaves its last tenth, 500 ms, for that last step on a loaded machine.
 TEST(HttpServerShutdown, StalledRequestIsDroppedWithinTheGracePeriod) {
-  Server server(1000);
+  Server server;
   ASSERT_NO_FATAL_FAILURE(server.Start());
   Connection c(server.port());
   ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: te"));  // and never the rest
   std::this_thread::sleep_for(milliseconds(100));
   ASSERT_NO_FATAL_FAILURE(server.ShutDownCleanly(SIGTERM));
   EXPECT_TRUE(c.ClosedByServer());  // no answer to half a request
-  // It waited for the rest of the request, but not past the grace period.
-  EXPECT_GE(server.exit_ms(), 500);
+  // It waited for the rest of the request (it would have closed it at once
+  // as idle otherwise), and did not go past the grace period (it exited
+  // within it plus slack, with nothing abandoned: ShutDownCleanly).
+  EXPECT_GE(server.exit_ms(), server.grace_ms() / 2);
 }
 
 // ---------------------------------------------------------------------------
@@ -803,7 +814,7 @@ TEST(HttpServerShutdown, SigtermUnderLoadLosesNoRequest) {
   ASSERT_TRUE(server.WaitForExit(milliseconds(server.grace_ms()) + kSlack))
       << "the server did not exit";
   EXPECT_EQ(server.exit_status(), 0) << server.output();
-  EXPECT_LT(server.exit_ms(), server.grace_ms() + 1000);
+  EXPECT_LT(server.exit_ms(), server.grace_ms() + kSlack.count());
   EXPECT_NE(server.output().find("abandoned:             0\n"),
             std::string::npos) << server.output();
   // The test tested something: requests were in flight at the signal.

@@ -20,8 +20,14 @@
 // paths are exercised, only the wall-clock budget differs.
 //
 // Time: assertions about latency are generous ("a wake reaches a sleeping
-// pump within 100 ms", where the real figure is microseconds), and more
-// generous still under the tools, so they hold on a busy CI machine.
+// pump within 1 s", where the real figure is microseconds, 3 s under the
+// tools), far below the 10 s timeout a lost wake would fall back to, so
+// they hold on a busy CI machine and still catch a wake that never lands.
+// No test assumes that another thread gets the CPU within some time: where
+// one thread must be somewhere before another acts, the test waits for a
+// sign of it (a post queued behind a coroutine runs only once that
+// coroutine has suspended; a blocker holds its thread until what it must
+// not hold back has run), not for a fixed sleep.
 //
 // A few tests are marked "Regression": each caught a real library bug while
 // this suite was written; the comment above it describes the bug (in the
@@ -81,8 +87,10 @@ long Reps(long n, long tsan_div, long valgrind_div) {
 }
 
 // How soon a cross-thread post or wake must reach a sleeping pump. The
-// library promises microseconds; this leaves room for a loaded machine.
-uint64_t WakeLatencyBound() { return SlowTool() ? 2 * CORO_SEC : 100 * kMs; }
+// library promises microseconds; this leaves room for a loaded machine
+// (the woken thread may wait for a CPU), and stays far below the 10 s
+// timeouts that a lost wake would have to wait for.
+uint64_t WakeLatencyBound() { return SlowTool() ? 3 * CORO_SEC : CORO_SEC; }
 
 // CPU an idle pump may use over ~300 ms (first-time costs excluded).
 uint64_t IdleCpuBound() { return SlowTool() ? 100 * kMs : 30 * kMs; }
@@ -128,8 +136,11 @@ uint64_t ProcessCpuNs() { return RusageNs(RUSAGE_SELF); }
 pid_t Tid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 
 // Waits until `pred()` holds or `timeout` passes; says whether it holds.
+// What the tests wait for takes microseconds to milliseconds; the default
+// timeout only turns a hang into a failure.
 template <typename Pred>
-bool WaitUntil(Pred pred, uint64_t timeout = 20 * CORO_SEC) {
+bool WaitUntil(Pred pred,
+               uint64_t timeout = (SlowTool() ? 60 : 20) * CORO_SEC) {
   const uint64_t start = coro_now();
   while (!pred()) {
     if (Since(start) > timeout) return pred();
@@ -1098,6 +1109,11 @@ TEST(IdleCpu, IdlePoolUsesAlmostNoCpu) {
 
 // Waiters on two schedulers on two threads; a third thread sets a manual
 // event: every waiter wakes, each on its own thread.
+//
+// Each waiter counts itself and goes straight on into coro_event_await, in
+// one resume of its pump. So once all have counted themselves, a post on
+// each pump (queued behind them) runs only after every waiter there is on
+// the event's list: no sleep needed, however slow the pump threads are.
 TEST(CrossThreadEvent, ManualSetFromAThirdThreadWakesEveryWaiter) {
   constexpr int kPerThread = 10;
   coro_event e;
@@ -1118,7 +1134,8 @@ TEST(CrossThreadEvent, ManualSetFromAThirdThreadWakesEveryWaiter) {
       }
     }
     ASSERT_TRUE(WaitUntil([&] { return waiting.load() == 2 * kPerThread; }));
-    SleepThread(20 * kMs);
+    CallOn(a.sched(), [] {});  // every waiter on a's thread is on the list
+    CallOn(b.sched(), [] {});  // ... and on b's
     EXPECT_EQ(woke.load(), 0) << "woken before the set";
     EXPECT_EQ(coro_event_destroy(&e), EBUSY);
     std::thread setter([&] { EXPECT_EQ(coro_event_set(&e), 0); });
@@ -1133,7 +1150,9 @@ TEST(CrossThreadEvent, ManualSetFromAThirdThreadWakesEveryWaiter) {
 
 // The same with an auto-reset event: each set from the third thread wakes
 // exactly one waiter, whichever thread it is on; ten sets wake ten waiters
-// and leave the event unset.
+// and leave the event unset. (After each set the setter waits a moment to
+// give a second, wrongly woken waiter the time to show: on a slow machine
+// that check sees less, it never fails a correct library.)
 TEST(CrossThreadEvent, AutoSetFromAThirdThreadWakesExactlyOnePerSet) {
   constexpr int kPerThread = 5;
   constexpr int kWaiters = 2 * kPerThread;
@@ -1155,7 +1174,8 @@ TEST(CrossThreadEvent, AutoSetFromAThirdThreadWakesExactlyOnePerSet) {
       }
     }
     ASSERT_TRUE(WaitUntil([&] { return waiting.load() == kWaiters; }));
-    SleepThread(20 * kMs);  // all of them are on the waiter list
+    CallOn(a.sched(), [] {});  // all of them are on the waiter list (see
+    CallOn(b.sched(), [] {});  // the test above)
     std::thread setter([&] {
       for (int k = 1; k <= kWaiters; ++k) {
         EXPECT_EQ(coro_event_set(&e), 0);
@@ -1675,7 +1695,11 @@ TEST(Pool, GoRunsTwoBlockingCoroutinesAtOnce) {
 }
 
 // A worker stuck in a long blocking call does not hold back a coroutine
-// queued after it started: another (idle) worker runs it.
+// queued after it started: another (idle) worker runs it. The blocker
+// blocks its thread until the queued coroutine has run, 10 s at most: if
+// the queued one waits for the blocker, the blocker's wait runs out first.
+// (No fixed sleep: a loaded machine may take its time to run the idle
+// worker; the test only asks that it runs before the blocker lets go.)
 //
 // Regression: this caught a library bug (pool.c, worker_turn / wake_an_idle_worker). A
 // worker sets `idle` before coro_sched_poll_until(FOREVER) and keeps it
@@ -1691,7 +1715,9 @@ TEST(Pool, ABlockedWorkerDoesNotHoldBackACoroutineQueuedAfterIt) {
     ASSERT_EQ(PoolGo(p,
                      [&] {
                        blocker_started.store(true);
-                       SleepThread(300 * kMs);  // blocks the worker's thread
+                       // Blocks the worker's thread (a real blocking wait).
+                       WaitUntil([&] { return quick_ended.load() != 0; },
+                                 10 * CORO_SEC);
                        blocker_ended.store(coro_now());
                      }),
               0);
@@ -1705,7 +1731,8 @@ TEST(Pool, ABlockedWorkerDoesNotHoldBackACoroutineQueuedAfterIt) {
 }
 
 // Coroutines queued behind a blocker, all handed over at once: none of
-// them waits for the blocker.
+// them waits for the blocker. The blocker blocks its thread until all ten
+// have run, 10 s at most (as above: no fixed sleep).
 //
 // Regression: this caught a library bug (pool.c, take_tasks with TAKE_WHEN_IDLE = 16). A
 // worker whose previous turn ran nothing takes up to 16 queued coroutines
@@ -1722,7 +1749,9 @@ TEST(Pool, QueuedCoroutinesDoNotWaitBehindABlocker) {
       std::atomic<int> before{0}, total{0};
       ASSERT_EQ(PoolGo(p,
                        [&] {
-                         SleepThread(200 * kMs);
+                         // Blocks the worker's thread (a real blocking wait).
+                         WaitUntil([&] { return total.load() == 10; },
+                                   10 * CORO_SEC);
                          blocker_ended.store(coro_now());
                        }),
                 0);
@@ -1991,25 +2020,38 @@ TEST(Pool, WaitOrDestroyFromInsideThePoolIsEperm) {
 // ---------------------------------------------------------------------------
 // coro_pool_call
 
+// What SlowAnswer sees of the caller's side.
+struct SlowAnswerArg {
+  std::atomic<pid_t> tid{0};     // the thread fn ran on
+  std::atomic<int>* ticks;       // counted by a coroutine beside the caller
+};
+
+// Blocks its thread (exactly what must stay off a pump) until the caller's
+// scheduler has run another coroutine five more times, 10 s at most. So a
+// pump blocked by the call can never see those ticks.
 void* SlowAnswer(void* arg) {
-  *static_cast<std::atomic<pid_t>*>(arg) = Tid();
-  SleepThread(100 * kMs);  // blocking: exactly what must stay off a pump
+  auto* a = static_cast<SlowAnswerArg*>(arg);
+  a->tid = Tid();
+  const int start = a->ticks->load();
+  WaitUntil([&] { return a->ticks->load() >= start + 5; }, 10 * CORO_SEC);
   return reinterpret_cast<void*>(42);
 }
 
 // From a coroutine on a scheduler unrelated to the pool: fn runs on a pool
 // worker, the caller is parked meanwhile (another coroutine on its
-// scheduler keeps running), and it resumes on its own thread with fn's
-// result.
+// scheduler keeps running: fn waits for five of its turns), and it resumes
+// on its own thread with fn's result.
 TEST(PoolCall, ParksTheCallerAndResumesItOnItsOwnThreadWithTheResult) {
   coro_pool* p = coro_pool_create(2, false);
   ASSERT_NE(p, nullptr);
   coro_sched* s = coro_sched_create();
   ASSERT_NE(s, nullptr);
   const pid_t me = Tid();
-  std::atomic<pid_t> fn_tid{0};
+  std::atomic<int> ticks{0};
+  SlowAnswerArg answer;
+  answer.ticks = &ticks;
   bool in_call = false;
-  int call_rc = -1, ticks = 0;
+  int call_rc = -1;
   void* result = nullptr;
   pid_t resumed_on = 0;
   coro* caller_before = nullptr;
@@ -2018,7 +2060,7 @@ TEST(PoolCall, ParksTheCallerAndResumesItOnItsOwnThreadWithTheResult) {
                [&] {
                  caller_before = coro_self();
                  in_call = true;
-                 call_rc = coro_pool_call(p, SlowAnswer, &fn_tid, &result);
+                 call_rc = coro_pool_call(p, SlowAnswer, &answer, &result);
                  in_call = false;
                  resumed_on = Tid();
                  caller_after = coro_self();
@@ -2035,11 +2077,12 @@ TEST(PoolCall, ParksTheCallerAndResumesItOnItsOwnThreadWithTheResult) {
   EXPECT_EQ(coro_sched_run(s), 0);
   EXPECT_EQ(call_rc, 0);
   EXPECT_EQ(result, reinterpret_cast<void*>(42));
-  EXPECT_NE(fn_tid.load(), 0);
-  EXPECT_NE(fn_tid.load(), me) << "fn ran on the caller's thread";
+  EXPECT_NE(answer.tid.load(), 0);
+  EXPECT_NE(answer.tid.load(), me) << "fn ran on the caller's thread";
   EXPECT_EQ(resumed_on, me);
   EXPECT_EQ(caller_after, caller_before);
-  EXPECT_GE(ticks, 5) << "the caller's scheduler was blocked during the call";
+  EXPECT_GE(ticks.load(), 5)
+      << "the caller's scheduler was blocked during the call";
   EXPECT_EQ(coro_sched_destroy(s), 0);
   EXPECT_EQ(coro_pool_wait(p), 0);
   EXPECT_EQ(coro_pool_destroy(p), 0);
@@ -2297,6 +2340,57 @@ TEST(ThreadDetach, AThreadThatOnlyHandsWorkOverMayDetachAndContinue) {
     EXPECT_EQ(Post(owner.sched(), [&] { ran++; }), 0);
   });
   EXPECT_TRUE(WaitUntil([&] { return ran.load() == 3; }));
+}
+
+// Regression: on a scheduler with dense stacks, coro_sched_set_stack_size()
+// used to free the dense allocator and make a new one while another
+// thread's coro_go() could be carving a stack from it (a data race that
+// ThreadSanitizer reports, and a use after free). Now the allocator is
+// published once and resized in place under its lock. The owner changes
+// the size over and over while another thread starts coroutines: every
+// call answers 0 (nothing carved yet) or EBUSY (stacks carved), every
+// coroutine runs, and dense mode stays on (the size stays fixed).
+TEST(DenseStacks, StackSizeChangesRaceSafelyWithGoFromAnotherThread) {
+  const long gos = Reps(3000, 4, 20);
+  std::atomic<coro_sched*> sched{nullptr};
+  std::atomic<bool> all_sent{false};
+  std::atomic<long> ran{0};
+  long answered_ok = 0, answered_busy = 0, answered_other = 0;
+  int busy_after = -1;
+  Watchdog watchdog("coro_sched_set_stack_size racing with coro_go");
+  std::thread owner([&] {
+    coro_sched* s = coro_sched_create();
+    ASSERT_NE(s, nullptr);
+    ASSERT_EQ(coro_sched_use_dense_stacks(s), 0);
+    sched.store(s);
+    for (long turn = 0; !all_sent.load() || coro_sched_alive(s) > 0; ++turn) {
+      const size_t size = (turn % 2 == 0 ? 16 : 32) * 1024;
+      const int rc = coro_sched_set_stack_size(s, size);
+      if (rc == 0) {
+        answered_ok++;
+      } else if (rc == EBUSY) {
+        answered_busy++;
+      } else {
+        answered_other++;
+      }
+      coro_sched_poll_for(s, 0);
+    }
+    EXPECT_EQ(coro_sched_run(s), 0);
+    busy_after = coro_sched_set_stack_size(s, 64 * 1024);
+    EXPECT_EQ(coro_sched_destroy(s), 0);
+    coro_thread_detach();
+  });
+  ASSERT_TRUE(WaitUntil([&] { return sched.load() != nullptr; }));
+  for (long i = 0; i < gos; ++i) {
+    ASSERT_EQ(Go(sched.load(), [&] { ran++; }), 0) << i;
+  }
+  all_sent.store(true);
+  owner.join();
+  EXPECT_EQ(ran.load(), gos);
+  EXPECT_EQ(answered_other, 0) << "only 0 or EBUSY";
+  EXPECT_GT(answered_busy, 0) << "stacks were carved while it asked";
+  EXPECT_EQ(busy_after, EBUSY) << "dense mode stayed on: the size is fixed";
+  (void)answered_ok;  // 0 until the first stack is carved; may be never
 }
 
 }  // namespace

@@ -18,6 +18,12 @@
 // early": a waiter resumes at t >= its deadline) and generous where they
 // cannot ("promptly": far sooner than a 10 s timeout that must not be waited
 // for), so they hold under Valgrind, the sanitizers and a busy CI machine.
+// A test never assumes the machine keeps up: where a check needs every
+// timer set before the first is due, or a wake to come before a timeout,
+// the clock says afterwards whether that was so (a timer never fires
+// early), and a stalled attempt runs again with more room
+// (RetryWithMoreRoom in harness.h). Deadlines shared by many coroutines are
+// absolute, computed once from one base.
 #include <errno.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -250,46 +256,122 @@ TEST_F(Sleep, ReturnsZeroNeverBeforeItsDeadline) {
   EXPECT_EQ(finished, 8);
 }
 
-// Sleepers wake in deadline order, not in the order they started: started
-// in reverse, with deadlines 20 ms apart, they wake last-started first.
+// Sleepers wake in deadline order, not in the order they started: sleeper
+// i (the i-th started) sleeps (8 - i) steps, so the last one started has
+// the earliest deadline, and they must wake last-started first.
+//
+// The library reads the clock inside coro_sleep(), at a moment the test
+// cannot see, so each deadline is known within bounds: at least (the
+// sleeper's own clock read just before the call + its duration), at most
+// (the next clock read anyone takes after it + its duration), because that
+// read comes after the sleeper has switched out, hence after the library's
+// read. When one sleeper's upper bound is below another's lower bound, its
+// deadline is certainly earlier and it must wake first: every such pair is
+// checked.
+//
+// On a quiet machine the eight start within microseconds of each other,
+// far less than a step, so every neighbouring pair is certain and the order
+// is fully checked. On a loaded machine a stall between two starts may make
+// a pair uncertain (their deadlines may really be in either order): then
+// the round is run again with longer steps, until one round is certain of
+// every pair.
 TEST_F(Sleep, WakesInDeadlineOrderNotStartOrder) {
   constexpr int kSleepers = 8;
-  const uint64_t base = coro_now() + 20 * kMs;
-  std::vector<int> woke;
-  for (int i = 0; i < kSleepers; ++i) {
-    Go([&, i] {
-      const uint64_t target =
-          base + static_cast<uint64_t>(kSleepers - i) * 20 * kMs;
-      const uint64_t before = coro_now();
-      const uint64_t ns = target > before ? target - before : 0;
-      EXPECT_EQ(coro_sleep(ns), 0);
-      EXPECT_GE(coro_now(), before + ns);
-      woke.push_back(i);
-    });
-  }
-  EXPECT_EQ(Pump(), 0);
-  std::vector<int> expected;
-  for (int i = kSleepers - 1; i >= 0; --i) expected.push_back(i);
-  EXPECT_EQ(woke, expected);
+  const bool arranged = coro_test::RetryWithMoreRoom([&](uint64_t room) {
+    const uint64_t step = room * 20 * kMs;
+    SCOPED_TRACE("step " + std::to_string(step / kMs) + " ms");
+    std::vector<uint64_t> before(kSleepers, 0), duration(kSleepers, 0);
+    uint64_t after_all = 0;
+    std::vector<int> woke;
+    for (int i = 0; i < kSleepers; ++i) {
+      duration[i] = static_cast<uint64_t>(kSleepers - i) * step;
+      Go([&, i] {
+        before[i] = coro_now();
+        EXPECT_EQ(coro_sleep(duration[i]), 0);
+        EXPECT_GE(coro_now(), before[i] + duration[i]) << "sleeper " << i
+                                                       << " woke early";
+        woke.push_back(i);
+      });
+    }
+    // Queued behind the sleepers: runs once the last has started sleeping
+    // (sleepers whose timers fire meanwhile queue up behind it).
+    Go([&] { after_all = coro_now(); });
+    EXPECT_EQ(Pump(), 0);
+    if (woke.size() != static_cast<size_t>(kSleepers)) {
+      ADD_FAILURE() << woke.size() << " of " << kSleepers << " sleepers woke";
+      return true;  // nothing to retry: that is a failure already
+    }
+
+    // The bounds of each deadline, and each sleeper's place in the wake order.
+    std::vector<uint64_t> lower(kSleepers), upper(kSleepers);
+    std::vector<size_t> place(kSleepers);
+    for (int i = 0; i < kSleepers; ++i) {
+      const uint64_t next_read = i + 1 < kSleepers ? before[i + 1] : after_all;
+      lower[i] = before[i] + duration[i];
+      upper[i] = next_read + duration[i];
+      place[static_cast<size_t>(woke[i])] = static_cast<size_t>(i);
+    }
+    for (int a = 0; a < kSleepers; ++a) {
+      for (int b = 0; b < kSleepers; ++b) {
+        if (upper[a] < lower[b]) {  // a's deadline is certainly earlier
+          EXPECT_LT(place[a], place[b])
+              << "sleeper " << a << " (deadline <= " << upper[a]
+              << ") woke after sleeper " << b << " (deadline >= " << lower[b]
+              << ")";
+        }
+      }
+    }
+    // Arranged: every sleeper's deadline is certainly earlier than that of
+    // the one started just before it, so the order above is total.
+    bool every_pair_certain = true;
+    for (int i = 0; i + 1 < kSleepers; ++i) {
+      if (!(upper[i + 1] < lower[i])) every_pair_certain = false;
+    }
+    if (every_pair_certain) {
+      std::vector<int> expected;
+      for (int i = kSleepers - 1; i >= 0; --i) expected.push_back(i);
+      EXPECT_EQ(woke, expected);
+    }
+    return every_pair_certain;
+  });
+  EXPECT_TRUE(arranged) << "no round started its sleepers within one step "
+                           "of each other, even with 1.28 s steps";
 }
 
-// A sleep never blocks the thread: the others run meanwhile.
+// A sleep never blocks the thread: the others run meanwhile. B is queued
+// when A starts its 100 ms sleep, so B runs at once, before A wakes,
+// however slow the machine. If B's three turns are over before A's deadline
+// (as on any machine that is not stalled for 100 ms), A cannot have woken
+// in between (never early), so the whole order is known.
 TEST_F(Sleep, OthersRunWhileOneSleeps) {
   std::vector<std::string> log;
+  uint64_t a_deadline_at_least = 0, b_done_at = 0;
   Go([&] {
     log.push_back("A sleeps");
+    a_deadline_at_least = coro_now() + 100 * kMs;
     EXPECT_EQ(coro_sleep(100 * kMs), 0);
+    EXPECT_GE(coro_now(), a_deadline_at_least) << "A woke early";
     log.push_back("A wakes");
   });
   Go([&] {
     for (int i = 0; i < 3; ++i) {
       log.push_back("B " + std::to_string(i));
+      b_done_at = coro_now();
       EXPECT_EQ(coro_yield(), 0);
     }
   });
   EXPECT_EQ(Pump(), 0);
-  EXPECT_EQ(log, (std::vector<std::string>{"A sleeps", "B 0", "B 1", "B 2",
-                                           "A wakes"}));
+  ASSERT_EQ(log.size(), 5u);
+  EXPECT_EQ(log[0], "A sleeps");
+  EXPECT_EQ(log[1], "B 0") << "B did not run while A slept";
+  std::vector<std::string> b_only;
+  for (const std::string& entry : log)
+    if (entry[0] == 'B') b_only.push_back(entry);
+  EXPECT_EQ(b_only, (std::vector<std::string>{"B 0", "B 1", "B 2"}));
+  if (b_done_at < a_deadline_at_least) {
+    EXPECT_EQ(log, (std::vector<std::string>{"A sleeps", "B 0", "B 1", "B 2",
+                                             "A wakes"}));
+  }
 }
 
 // coro_sleep(0) acts like a yield through the timers: every coroutine that
@@ -535,26 +617,46 @@ TEST_F(Park, ForWokenBeforeTheTimeoutReturnsZeroPromptly) {
 // The same, seen through poll: once the woken park's timer (200 ms) is
 // removed, a poll with nothing ready sleeps until the next real timer (a
 // 400 ms sleeper), not until the stale one.
+//
+// That shows only if the third poll starts before the stale deadline would
+// have come (else both are due, and nothing tells them apart): the clock
+// says whether it did, and if a stall made it late, the attempt is run
+// again with longer timers.
 TEST_F(Park, WokenParkLeavesNoStaleTimerBehind) {
-  int park_result = -1;
-  uint64_t sleeper_deadline = 0;
-  bool sleeper_done = false;
-  coro* a = Spawn([&] { park_result = coro_park_for(200 * kMs); });
-  Go([&] { EXPECT_EQ(coro_wake(a), 0); });
-  Go([&] {
-    sleeper_deadline = coro_now() + 400 * kMs;
-    EXPECT_EQ(coro_sleep(400 * kMs), 0);
-    sleeper_done = true;
+  const bool arranged = coro_test::RetryWithMoreRoom([&](uint64_t room) {
+    SCOPED_TRACE("room x" + std::to_string(room));
+    const uint64_t park_ns = room * 200 * kMs, sleep_ns = room * 400 * kMs;
+    int park_result = -1;
+    uint64_t sleeper_deadline = 0;
+    bool sleeper_done = false;
+    coro* a = Spawn([&] { park_result = coro_park_for(park_ns); });
+    Go([&] { EXPECT_EQ(coro_wake(a), 0); });
+    Go([&] {
+      sleeper_deadline = coro_now() + sleep_ns;
+      EXPECT_EQ(coro_sleep(sleep_ns), 0);
+      sleeper_done = true;
+    });
+    // A's (stale) deadline would come no earlier than this.
+    const uint64_t stale_at_least = coro_now() + park_ns;
+    EXPECT_EQ(coro_sched_poll_for(s_, 0), 3u);  // A parks, B wakes, C sleeps
+    const size_t second = coro_sched_poll_for(s_, 0);  // A returns
+    EXPECT_EQ(park_result, 0);
+    if (coro_now() >= stale_at_least) {
+      // Stalled: C's timer may be due already. Finish, and try again.
+      EXPECT_EQ(Pump(), 0);
+      EXPECT_TRUE(sleeper_done);
+      return false;
+    }
+    // Neither timer can have fired yet (never early): exactly A ran.
+    EXPECT_EQ(second, 1u);
+    EXPECT_EQ(coro_sched_alive(s_), 1u);
+    EXPECT_EQ(coro_sched_poll_for(s_, kNever), 1u);  // wakes for the sleeper
+    EXPECT_TRUE(sleeper_done) << "the poll woke for a stale timer";
+    EXPECT_GE(coro_now(), sleeper_deadline);
+    EXPECT_EQ(Pump(), 0);  // (nothing left, unless the checks above failed)
+    return true;
   });
-  EXPECT_EQ(coro_sched_poll_for(s_, 0), 3u);  // A parks, B wakes, C sleeps
-  EXPECT_EQ(coro_sched_poll_for(s_, 0), 1u);  // A returns
-  EXPECT_EQ(park_result, 0);
-  ASSERT_EQ(coro_sched_alive(s_), 1u);
-
-  EXPECT_EQ(coro_sched_poll_for(s_, kNever), 1u);  // wakes for the sleeper
-  EXPECT_TRUE(sleeper_done);
-  EXPECT_GE(coro_now(), sleeper_deadline);
-  EXPECT_EQ(coro_sched_alive(s_), 0u);
+  EXPECT_TRUE(arranged) << "every attempt was stalled past its timers";
 }
 
 // A deadline already past times out at once, without suspending — unless a
@@ -622,9 +724,13 @@ TEST_F(Park, HugeTimeoutsMeanNeverNotThePast) {
 // wait at a gate; the opener lets them through a first stage and times that
 // pass, then sets the deadlines' base to a few such passes from now, and
 // lets them through the second stage, after which each parks at once.
+//
+// `room` multiplies that margin: a test whose parkers did not all park in
+// time (a stall longer than the margin) runs again with more room (see
+// RetryWithMoreRoom in harness.h).
 class Gate {
  public:
-  Gate() {
+  explicit Gate(uint64_t room = 1) : room_(room) {
     EXPECT_EQ(coro_event_init(&first_, true, false), 0);
     EXPECT_EQ(coro_event_init(&second_, true, false), 0);
   }
@@ -646,7 +752,7 @@ class Gate {
     EXPECT_EQ(coro_event_set(&first_), 0);
     EXPECT_EQ(coro_yield(), 0);  // every parker passes the first stage
     const uint64_t pass = coro_now() - start;
-    base_ = coro_now() + 4 * pass + 50 * kMs;
+    base_ = coro_now() + room_ * (4 * pass + 50 * kMs);
     EXPECT_EQ(coro_event_set(&second_), 0);
   }
 
@@ -654,6 +760,7 @@ class Gate {
   uint64_t base() const { return base_; }
 
  private:
+  uint64_t room_;
   coro_event first_, second_;
   uint64_t base_ = 0;
 };
@@ -662,106 +769,130 @@ class Gate {
 // park in order 0..29 until one of three shared absolute deadlines (later
 // parkers get earlier deadlines); they must time out sorted by (deadline,
 // park order).
+//
+// A parker that got to park only after its deadline (the machine stalled
+// for longer than the gate's margin) times out at once, without entering
+// the timers; the others must still be in order. The attempt counts as
+// arranged when none was late, and is run again with more room otherwise.
 TEST_F(Park, EqualDeadlinesTimeOutInTheOrderTheyWereSet) {
   constexpr int kParkers = 30;
-  Gate gate;
-  auto deadline_of = [&](int i) {
-    return gate.base() + static_cast<uint64_t>(2 - i % 3) * 10 * kMs;
-  };
-  std::vector<int> timed_out;
-  for (int i = 0; i < kParkers; ++i) {
-    Go([&, i] {
-      gate.Pass();
-      EXPECT_EQ(coro_park_until(deadline_of(i)), ETIMEDOUT);
-      EXPECT_GE(coro_now(), deadline_of(i));
-      timed_out.push_back(i);
+  const bool arranged = coro_test::RetryWithMoreRoom([&](uint64_t room) {
+    SCOPED_TRACE("room x" + std::to_string(room));
+    Gate gate(room);
+    auto deadline_of = [&](int i) {
+      return gate.base() + static_cast<uint64_t>(2 - i % 3) * 10 * kMs;
+    };
+    uint64_t events = 0;  // bumped by every park and every return
+    std::vector<bool> at_once(kParkers, false);
+    std::vector<int> timed_out;
+    for (int i = 0; i < kParkers; ++i) {
+      Go([&, i] {
+        gate.Pass();
+        const uint64_t seen = ++events;
+        EXPECT_EQ(coro_park_until(deadline_of(i)), ETIMEDOUT);
+        at_once[i] = events == seen;  // nobody ran: it did not suspend
+        ++events;
+        EXPECT_GE(coro_now(), deadline_of(i));
+        timed_out.push_back(i);
+      });
+    }
+    Go([&] { gate.Open(); });
+    EXPECT_EQ(Pump(), 0);
+    std::vector<int> expected, in_heap;
+    for (int i = 0; i < kParkers; ++i)
+      if (!at_once[i]) expected.push_back(i);
+    std::stable_sort(expected.begin(), expected.end(), [&](int x, int y) {
+      return deadline_of(x) < deadline_of(y);
     });
-  }
-  Go([&] { gate.Open(); });
-  EXPECT_EQ(Pump(), 0);
-  std::vector<int> expected;
-  for (int i = 0; i < kParkers; ++i) expected.push_back(i);
-  std::stable_sort(expected.begin(), expected.end(), [&](int x, int y) {
-    return deadline_of(x) < deadline_of(y);
+    for (int i : timed_out)
+      if (!at_once[i]) in_heap.push_back(i);
+    EXPECT_EQ(in_heap, expected);
+    return std::count(at_once.begin(), at_once.end(), true) == 0;
   });
-  EXPECT_EQ(timed_out, expected);
+  EXPECT_TRUE(arranged) << "in every attempt some parker parked too late";
 }
 
 // Timers leave the middle of the heap when their parkers are woken early;
 // the rest still time out in (deadline, order set) order.
 //
 // Robust to a slow machine: a wake that comes before the parker's deadline
-// must end its park with 0; one that comes later may find it timed out
-// already (EINVAL once it has finished). A parker that times out at once,
-// without entering the timers (it got to park only after its deadline), is
-// left out of the order check; the test asserts that most do not.
+// must end its park with 0 (its timer cannot have fired: never early); one
+// that comes later may find it timed out already (EINVAL once it has
+// finished). A parker that times out at once, without entering the timers
+// (it got to park only after its deadline), is left out of the order check.
+// The attempt counts as arranged when most parkers went through the timers
+// and many wakes came in time; otherwise it runs again with more room.
 TEST_F(Park, WakingSomeTimedParkersLeavesTheRestInOrder) {
   constexpr int kParkers = 300;
-  Prng prng(3003);
-  Gate gate;
-  uint64_t events = 0;  // bumped by every park and return, and the waker
-  std::vector<uint64_t> offset(kParkers), woken_at(kParkers, 0);
-  std::vector<bool> to_wake(kParkers), at_once(kParkers, false);
-  std::vector<int> result(kParkers, -1), wake_rc(kParkers, -1);
-  std::vector<coro*> handles(kParkers);
-  std::vector<int> timed_out;
-  auto deadline = [&](int i) { return gate.base() + offset[i]; };
-  for (int i = 0; i < kParkers; ++i) {
-    offset[i] = prng.Below(40) * kMs;  // many ties
-    to_wake[i] = prng.Below(2) == 0;
-    handles[i] = Spawn([&, i] {
-      gate.Pass();
-      const uint64_t seen = ++events;
-      result[i] = coro_park_until(deadline(i));
-      at_once[i] = events == seen;
+  const bool arranged = coro_test::RetryWithMoreRoom([&](uint64_t room) {
+    SCOPED_TRACE("room x" + std::to_string(room));
+    Prng prng(3003);
+    Gate gate(room);
+    uint64_t events = 0;  // bumped by every park and return, and the waker
+    std::vector<uint64_t> offset(kParkers), woken_at(kParkers, 0);
+    std::vector<bool> to_wake(kParkers), at_once(kParkers, false);
+    std::vector<int> result(kParkers, -1), wake_rc(kParkers, -1);
+    std::vector<coro*> handles(kParkers);
+    std::vector<int> timed_out;
+    auto deadline = [&](int i) { return gate.base() + offset[i]; };
+    for (int i = 0; i < kParkers; ++i) {
+      offset[i] = prng.Below(40) * kMs;  // many ties
+      to_wake[i] = prng.Below(2) == 0;
+      handles[i] = Spawn([&, i] {
+        gate.Pass();
+        const uint64_t seen = ++events;
+        result[i] = coro_park_until(deadline(i));
+        at_once[i] = events == seen;
+        ++events;
+        if (result[i] == ETIMEDOUT) {
+          EXPECT_GE(coro_now(), deadline(i)) << "parker " << i << " early";
+          timed_out.push_back(i);
+        }
+      });
+    }
+    Go([&] {
+      gate.Open();
+      EXPECT_EQ(coro_yield(), 0);  // behind every parker: they all park
       ++events;
-      if (result[i] == ETIMEDOUT) {
-        EXPECT_GE(coro_now(), deadline(i)) << "parker " << i << " early";
-        timed_out.push_back(i);
+      for (int i = 0; i < kParkers; ++i) {
+        if (!to_wake[i]) continue;
+        woken_at[i] = coro_now();
+        wake_rc[i] = coro_wake(handles[i]);
       }
     });
-  }
-  Go([&] {
-    gate.Open();
-    EXPECT_EQ(coro_yield(), 0);  // behind every parker: they all park
-    ++events;
-    for (int i = 0; i < kParkers; ++i) {
-      if (!to_wake[i]) continue;
-      woken_at[i] = coro_now();
-      wake_rc[i] = coro_wake(handles[i]);
-    }
-  });
-  EXPECT_EQ(Pump(), 0);
+    EXPECT_EQ(Pump(), 0);
 
-  std::vector<int> expected;
-  int woken_in_time = 0, parked_late = 0;
-  for (int i = 0; i < kParkers; ++i) {
-    if (at_once[i]) {
-      ++parked_late;
-      continue;
-    }
-    if (to_wake[i] && woken_at[i] < deadline(i)) {
-      ++woken_in_time;
-      EXPECT_EQ(wake_rc[i], 0) << "parker " << i;
-      EXPECT_EQ(result[i], 0) << "parker " << i << " was woken in time";
-      continue;
-    }
-    if (to_wake[i]) {  // woken late: either outcome, but a consistent one
-      EXPECT_TRUE(wake_rc[i] == 0 || wake_rc[i] == EINVAL) << wake_rc[i];
-      if (wake_rc[i] == EINVAL) {
-        EXPECT_EQ(result[i], ETIMEDOUT);
+    std::vector<int> expected;
+    int woken_in_time = 0, parked_late = 0;
+    for (int i = 0; i < kParkers; ++i) {
+      if (at_once[i]) {
+        ++parked_late;
+        continue;
       }
+      if (to_wake[i] && woken_at[i] < deadline(i)) {
+        ++woken_in_time;
+        EXPECT_EQ(wake_rc[i], 0) << "parker " << i;
+        EXPECT_EQ(result[i], 0) << "parker " << i << " was woken in time";
+        continue;
+      }
+      if (to_wake[i]) {  // woken late: either outcome, but a consistent one
+        EXPECT_TRUE(wake_rc[i] == 0 || wake_rc[i] == EINVAL) << wake_rc[i];
+        if (wake_rc[i] == EINVAL) {
+          EXPECT_EQ(result[i], ETIMEDOUT);
+        }
+      }
+      if (result[i] == ETIMEDOUT) expected.push_back(i);
     }
-    if (result[i] == ETIMEDOUT) expected.push_back(i);
-  }
-  EXPECT_LT(parked_late, kParkers / 2);  // most go through the timers
-  EXPECT_GT(woken_in_time, kParkers / 4);
-  std::stable_sort(expected.begin(), expected.end(),
-                   [&](int x, int y) { return offset[x] < offset[y]; });
-  std::vector<int> timed_out_in_heap;
-  for (int i : timed_out)
-    if (!at_once[i]) timed_out_in_heap.push_back(i);
-  EXPECT_EQ(timed_out_in_heap, expected);
+    std::stable_sort(expected.begin(), expected.end(),
+                     [&](int x, int y) { return offset[x] < offset[y]; });
+    std::vector<int> timed_out_in_heap;
+    for (int i : timed_out)
+      if (!at_once[i]) timed_out_in_heap.push_back(i);
+    EXPECT_EQ(timed_out_in_heap, expected);
+    // Most went through the timers, and many were woken out of the heap.
+    return parked_late < kParkers / 2 && woken_in_time > kParkers / 4;
+  });
+  EXPECT_TRUE(arranged) << "in every attempt most parkers were late";
 }
 
 // ===========================================================================
@@ -1285,16 +1416,17 @@ TEST_F(RunUntil, WithOnlyParkedCoroutinesWaitsForTheDeadline) {
 }
 
 // A coroutine that is always ready (yields in a loop) must not keep
-// run_until past its deadline. The coroutine gives up by itself after 3 s
-// so that a failing library does not hang the test.
+// run_until past its deadline. The coroutine gives up by itself after 20 s
+// so that a failing library does not hang the test: the result (0 instead
+// of ETIMEDOUT) says so, and the time bound is generous, far below 20 s.
 //
 // Regression: pump_until (sched.c) once checked the deadline only when the
-// ready queue was empty, so run_until returned 0 after 3 s here instead of
-// ETIMEDOUT after 50 ms.
+// ready queue was empty, so run_until returned 0 when the coroutine gave up
+// here instead of ETIMEDOUT after 50 ms.
 TEST_F(RunUntil, ReturnsAtTheDeadlineEvenWhileWorkIsAlwaysReady) {
   bool stop = false;
   long turns = 0;
-  const uint64_t give_up = coro_now() + 3 * CORO_SEC;
+  const uint64_t give_up = coro_now() + 20 * CORO_SEC;
   Go([&] {
     while (!stop && coro_now() < give_up) {
       ++turns;
@@ -1304,7 +1436,7 @@ TEST_F(RunUntil, ReturnsAtTheDeadlineEvenWhileWorkIsAlwaysReady) {
   const uint64_t start = coro_now();
   EXPECT_EQ(coro_sched_run_until(s_, start + 50 * kMs), ETIMEDOUT);
   EXPECT_GE(Since(start), 50 * kMs);
-  EXPECT_LT(Since(start), 2 * CORO_SEC);
+  EXPECT_LT(Since(start), 10 * CORO_SEC);
   EXPECT_GT(turns, 0);
   stop = true;
   EXPECT_EQ(Pump(), 0);
@@ -1852,8 +1984,9 @@ TEST_F(Stress, TenThousandSleepersWakeInDeadlineOrder) {
 // on a 0.5 ms grid (so about a hundred share each deadline) time out exactly
 // in (deadline, order parked) order. They start and wait at a Gate first. A
 // parker that got to park only after its deadline would time out at once,
-// without entering the timers; it is left out of the order check (the test
-// asserts that most are not).
+// without entering the timers; it is left out of the order check. The
+// attempt counts as arranged when most parkers went through the timers; a
+// stalled one runs again with more room.
 TEST_F(Stress, TenThousandParkersTimeOutInDeadlineThenFifoOrder) {
   const size_t n = ManyCoroutines();
   struct Parker {
@@ -1864,65 +1997,84 @@ TEST_F(Stress, TenThousandParkersTimeOutInDeadlineThenFifoOrder) {
     bool at_once = false;     // returned without suspending
     int result = -1;
   };
-  std::vector<Parker> parkers(n);
-  size_t parks = 0, returns = 0;
-  uint64_t events = 0;  // bumped by every park and every return
-  Gate gate;
-  Prng prng(20000);
   ASSERT_EQ(coro_sched_set_stack_size(s_, 32 * 1024), 0);
-  for (size_t i = 0; i < n; ++i) {
-    parkers[i].offset = prng.Below(100) * 500 * kUs;
-    Go([&, i] {
-      Parker& me = parkers[i];
-      gate.Pass();
-      me.deadline = gate.base() + me.offset;
-      me.parked_as = parks++;
-      const uint64_t seen = ++events;
-      me.result = coro_park_until(me.deadline);
-      me.at_once = events == seen;
-      ++events;
-      me.order = returns++;
-      if (coro_now() < me.deadline) ADD_FAILURE() << "parker " << i << " early";
-    });
-  }
-  Go([&] { gate.Open(); });
-  EXPECT_EQ(Pump(), 0);
-  ASSERT_EQ(returns, n);
+  const bool arranged = coro_test::RetryWithMoreRoom([&](uint64_t room) {
+    SCOPED_TRACE("room x" + std::to_string(room));
+    std::vector<Parker> parkers(n);
+    size_t parks = 0, returns = 0;
+    uint64_t events = 0;  // bumped by every park and every return
+    Gate gate(room);
+    Prng prng(20000);
+    for (size_t i = 0; i < n; ++i) {
+      parkers[i].offset = prng.Below(100) * 500 * kUs;
+      Go([&, i] {
+        Parker& me = parkers[i];
+        gate.Pass();
+        me.deadline = gate.base() + me.offset;
+        me.parked_as = parks++;
+        const uint64_t seen = ++events;
+        me.result = coro_park_until(me.deadline);
+        me.at_once = events == seen;
+        ++events;
+        me.order = returns++;
+        if (coro_now() < me.deadline)
+          ADD_FAILURE() << "parker " << i << " early";
+      });
+    }
+    Go([&] { gate.Open(); });
+    EXPECT_EQ(Pump(), 0);
+    if (returns != n) {
+      ADD_FAILURE() << returns << " of " << n << " parkers returned";
+      return true;  // a failure already: nothing to retry
+    }
 
-  std::vector<size_t> by_return(n);
-  size_t at_once = 0;
-  for (size_t i = 0; i < n; ++i) {
-    EXPECT_EQ(parkers[i].result, ETIMEDOUT);
-    by_return[parkers[i].order] = i;
-    if (parkers[i].at_once) ++at_once;
-  }
-  EXPECT_LT(at_once, n / 2) << "most parkers must go through the timers";
-  const Parker* previous = nullptr;
-  size_t out_of_order = 0;
-  for (size_t i : by_return) {
-    const Parker& p = parkers[i];
-    if (p.at_once) continue;
-    if (previous != nullptr &&
-        std::make_pair(previous->deadline, previous->parked_as) >
-            std::make_pair(p.deadline, p.parked_as) &&
-        out_of_order++ < 5)
-      ADD_FAILURE() << "parker " << i << " (deadline " << p.deadline
-                    << ", parked #" << p.parked_as << ") timed out after one"
-                    << " with deadline " << previous->deadline << ", parked #"
-                    << previous->parked_as;
-    previous = &p;
-  }
-  EXPECT_EQ(out_of_order, 0u);
+    std::vector<size_t> by_return(n);
+    size_t at_once = 0;
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(parkers[i].result, ETIMEDOUT);
+      by_return[parkers[i].order] = i;
+      if (parkers[i].at_once) ++at_once;
+    }
+    const Parker* previous = nullptr;
+    size_t out_of_order = 0;
+    for (size_t i : by_return) {
+      const Parker& p = parkers[i];
+      if (p.at_once) continue;
+      if (previous != nullptr &&
+          std::make_pair(previous->deadline, previous->parked_as) >
+              std::make_pair(p.deadline, p.parked_as) &&
+          out_of_order++ < 5)
+        ADD_FAILURE() << "parker " << i << " (deadline " << p.deadline
+                      << ", parked #" << p.parked_as << ") timed out after one"
+                      << " with deadline " << previous->deadline << ", parked #"
+                      << previous->parked_as;
+      previous = &p;
+    }
+    EXPECT_EQ(out_of_order, 0u);
+    return at_once < n / 2;  // most parkers went through the timers
+  });
+  EXPECT_TRUE(arranged) << "in every attempt most parkers parked too late";
 }
 
 // Timers removed from the middle of the heap leave the others in order.
 // 10,000 parkers (fewer under Valgrind and TSan) park until absolute
 // deadlines on a 0.5 ms grid; then one coroutine wakes a random half of
-// them, in random order, while every timer is pending, so each wake takes
-// a timer out of the middle of the heap. The woken return 0 before any
-// deadline; the rest time out exactly in (deadline, order parked) order,
+// them, in random order, so each wake takes a timer out of the middle of
+// the heap. The rest time out exactly in (deadline, order parked) order,
 // none early. Three rounds on the same scheduler: the heap's slots and
 // timer ids freed by one round are reused by the next.
+//
+// What a slow machine changes, and what it does not: a wake that comes
+// before the parker's deadline (by the clock read just before the wake)
+// finds its timer still pending, because a timer never fires early, so
+// that park must return 0. A wake that comes later may find the timer fired
+// already (the park returns ETIMEDOUT, the wake is kept as a permit), and
+// either outcome is right. Every woken park that returned 0 was queued
+// during the waker's turn, so it returns before every timeout that could
+// only fire after that turn (a deadline after the waker's last clock
+// read). A round counts as arranged when most parkers went through the
+// timers and many wakes came in time; a stalled one runs again with more
+// room.
 TEST_F(Stress, TimersRemovedFromTheMiddleLeaveTheRestInOrder) {
   const size_t n = ManyCoroutines();
   struct Parker {
@@ -1930,88 +2082,104 @@ TEST_F(Stress, TimersRemovedFromTheMiddleLeaveTheRestInOrder) {
     uint64_t deadline = 0;
     size_t parked_as = 0;
     size_t order = SIZE_MAX;
-    bool woken = false;    // chosen to be woken
-    bool at_once = false;  // returned without suspending
+    bool woken = false;        // chosen to be woken
+    uint64_t woken_at = 0;     // coro_now() just before its wake
+    bool at_once = false;      // returned without suspending
     int result = -1;
   };
   ASSERT_EQ(coro_sched_set_stack_size(s_, 32 * 1024), 0);
   Prng prng(30000);
   for (int round = 0; round < 3; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
-    std::vector<Parker> parkers(n);
-    size_t parks = 0, returns = 0, woken = 0;
-    uint64_t events = 0;
-    Gate gate;
-    for (size_t i = 0; i < n; ++i) {
-      const uint64_t offset = prng.Below(100) * 500 * kUs;
-      Go([&, i, offset] {
-        Parker& me = parkers[i];
-        me.self = coro_self();
-        gate.Pass();
-        me.deadline = gate.base() + offset;
-        me.parked_as = parks++;
-        const uint64_t seen = ++events;
-        me.result = coro_park_until(me.deadline);
-        me.at_once = events == seen;
-        ++events;
-        me.order = returns++;
-        if (me.result == ETIMEDOUT && coro_now() < me.deadline)
-          ADD_FAILURE() << "parker " << i << " timed out early";
+    const bool arranged = coro_test::RetryWithMoreRoom([&](uint64_t room) {
+      SCOPED_TRACE("room x" + std::to_string(room));
+      std::vector<Parker> parkers(n);
+      size_t parks = 0, returns = 0, woken = 0;
+      uint64_t events = 0, wakes_done_at = 0;
+      Gate gate(room);
+      for (size_t i = 0; i < n; ++i) {
+        const uint64_t offset = prng.Below(100) * 500 * kUs;
+        Go([&, i, offset] {
+          Parker& me = parkers[i];
+          me.self = coro_self();
+          gate.Pass();
+          me.deadline = gate.base() + offset;
+          me.parked_as = parks++;
+          const uint64_t seen = ++events;
+          me.result = coro_park_until(me.deadline);
+          me.at_once = events == seen;
+          ++events;
+          me.order = returns++;
+          if (me.result == ETIMEDOUT && coro_now() < me.deadline)
+            ADD_FAILURE() << "parker " << i << " timed out early";
+        });
+      }
+      Go([&] {
+        gate.Open();
+        EXPECT_EQ(coro_yield(), 0);  // every parker parks
+        std::vector<size_t> chosen;
+        for (size_t i = 0; i < n; ++i)  // (one that already returned is gone)
+          if (prng.Below(2) == 0 && parkers[i].order == SIZE_MAX)
+            chosen.push_back(i);
+        for (size_t k = chosen.size(); k > 1; --k)  // shuffle
+          std::swap(chosen[k - 1], chosen[prng.Below(k)]);
+        for (size_t i : chosen) {
+          parkers[i].woken = true;
+          parkers[i].woken_at = coro_now();
+          EXPECT_EQ(coro_wake(parkers[i].self), 0);
+        }
+        woken = chosen.size();
+        wakes_done_at = coro_now();
       });
-    }
-    Go([&] {
-      gate.Open();
-      EXPECT_EQ(coro_yield(), 0);  // every parker parks
-      std::vector<size_t> chosen;
-      for (size_t i = 0; i < n; ++i)  // (one that already returned is gone)
-        if (prng.Below(2) == 0 && parkers[i].order == SIZE_MAX)
-          chosen.push_back(i);
-      for (size_t k = chosen.size(); k > 1; --k)  // shuffle
-        std::swap(chosen[k - 1], chosen[prng.Below(k)]);
-      for (size_t i : chosen) {
-        parkers[i].woken = true;
-        EXPECT_EQ(coro_wake(parkers[i].self), 0);
+      EXPECT_EQ(Pump(), 0);
+      if (returns != n) {
+        ADD_FAILURE() << returns << " of " << n << " parkers returned";
+        return true;  // a failure already: nothing to retry
       }
-      woken = chosen.size();
-    });
-    EXPECT_EQ(Pump(), 0);
-    ASSERT_EQ(returns, n);
-    EXPECT_GT(woken, n / 4);
-    EXPECT_LT(woken, 3 * n / 4);
+      EXPECT_LT(woken, 3 * n / 4);
 
-    std::vector<size_t> by_return(n);
-    size_t at_once = 0, last_woken = 0, first_timed_out = SIZE_MAX;
-    for (size_t i = 0; i < n; ++i) {
-      const Parker& p = parkers[i];
-      by_return[p.order] = i;
-      if (p.at_once) ++at_once;
-      if (p.woken) {
-        EXPECT_EQ(p.result, 0) << "parker " << i << " was woken";
-        last_woken = std::max(last_woken, p.order);
-      } else {
-        EXPECT_EQ(p.result, ETIMEDOUT) << "parker " << i;
-        if (!p.at_once) first_timed_out = std::min(first_timed_out, p.order);
+      std::vector<size_t> by_return(n);
+      size_t at_once = 0, woken_in_time = 0;
+      size_t last_returned_zero = 0, first_later_timeout = SIZE_MAX;
+      for (size_t i = 0; i < n; ++i) {
+        const Parker& p = parkers[i];
+        by_return[p.order] = i;
+        if (p.at_once) ++at_once;
+        if (p.woken && p.woken_at < p.deadline) {
+          ++woken_in_time;
+          EXPECT_EQ(p.result, 0) << "parker " << i << " was woken in time";
+        } else if (p.woken) {
+          EXPECT_TRUE(p.result == 0 || p.result == ETIMEDOUT)
+              << "parker " << i << ": " << p.result;
+        } else {
+          EXPECT_EQ(p.result, ETIMEDOUT) << "parker " << i;
+        }
+        if (p.result == 0) last_returned_zero = std::max(last_returned_zero, p.order);
+        if (p.result == ETIMEDOUT && !p.at_once && p.deadline > wakes_done_at)
+          first_later_timeout = std::min(first_later_timeout, p.order);
       }
-    }
-    EXPECT_LT(last_woken, first_timed_out)
-        << "a woken parker returned after a timeout";
-    EXPECT_LT(at_once, n / 2) << "most parkers must go through the timers";
-    const Parker* previous = nullptr;
-    size_t out_of_order = 0;
-    for (size_t i : by_return) {
-      const Parker& p = parkers[i];
-      if (p.woken || p.at_once) continue;
-      if (previous != nullptr &&
-          std::make_pair(previous->deadline, previous->parked_as) >
-              std::make_pair(p.deadline, p.parked_as) &&
-          out_of_order++ < 5)
-        ADD_FAILURE() << "parker " << i << " (deadline " << p.deadline
-                      << ", parked #" << p.parked_as << ") timed out after"
-                      << " one with deadline " << previous->deadline
-                      << ", parked #" << previous->parked_as;
-      previous = &p;
-    }
-    EXPECT_EQ(out_of_order, 0u);
+      EXPECT_LT(last_returned_zero, first_later_timeout)
+          << "a woken parker returned after a timeout that fired later";
+      const Parker* previous = nullptr;
+      size_t out_of_order = 0;
+      for (size_t i : by_return) {
+        const Parker& p = parkers[i];
+        if (p.result != ETIMEDOUT || p.at_once) continue;
+        if (previous != nullptr &&
+            std::make_pair(previous->deadline, previous->parked_as) >
+                std::make_pair(p.deadline, p.parked_as) &&
+            out_of_order++ < 5)
+          ADD_FAILURE() << "parker " << i << " (deadline " << p.deadline
+                        << ", parked #" << p.parked_as << ") timed out after"
+                        << " one with deadline " << previous->deadline
+                        << ", parked #" << previous->parked_as;
+        previous = &p;
+      }
+      EXPECT_EQ(out_of_order, 0u);
+      // Most went through the timers, and many were woken out of the heap.
+      return at_once < n / 2 && woken_in_time > n / 4;
+    });
+    EXPECT_TRUE(arranged) << "in every attempt the wakes came too late";
   }
 }
 
