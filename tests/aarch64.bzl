@@ -54,10 +54,19 @@ GTEST=$$(dirname $$(dirname $$(for f in $(locations @googletest//:sources); do e
 # The same warnings and language levels as the host build (suite.bzl and
 # the chapters' BUILD files). The library and GoogleTest are optimised
 # (-O2): qemu runs every instruction 10-50 times slower, and they are
-# compiled once. The suites get -O1: at -O2 a suite takes about four times
+# compiled once. The suites get -O1: at -O2 a suite takes three to four times
 # as long to compile, and a test spends its time in the library anyway.
 _CFLAGS = "-O2 -std=c11 -Wall -Wextra -Werror"
 _CXXFLAGS = "-O1 -std=c++17 -Wall -Wextra -Werror"
+
+# Every target below is tagged like the tests: "aarch64" selects them, and
+# "nosan" marks them as nothing the sanitizer and Valgrind configurations
+# need (those instrument host code only). With --build_tag_filters=-nosan
+# such a configuration does not cross-build them again for nothing.
+_TAGS = [
+    "aarch64",
+    "nosan",
+]
 
 def _padded(number):
     # Starlark has no "%02d": pad the chapter number by hand.
@@ -76,6 +85,7 @@ def _aarch64_gtest():
     native.genrule(
         name = "gtest_aarch64",
         testonly = True,
+        tags = _TAGS,
         srcs = ["@googletest//:sources"],
         outs = ["gtest_aarch64.a"],
         cmd = _TOOLCHAIN + _FIND_GTEST + """
@@ -105,6 +115,7 @@ def _aarch64_library(chapter, backend):
     native.genrule(
         name = name,
         testonly = True,
+        tags = _TAGS,
         srcs = ["//%s:sources" % directory],
         outs = [name + ".a"],
         cmd = _TOOLCHAIN + """
@@ -168,6 +179,7 @@ def aarch64_suite(suite, chapter, size = "medium", timeout = None):
         native.genrule(
             name = binary + "_object",
             testonly = True,
+            tags = _TAGS,
             srcs = [
                 test_source,
                 "harness.h",
@@ -194,6 +206,7 @@ $$CXX {cxxflags} {defines} -I$$CHAPTER -I$$TESTS -I$$GTEST/include \\
         native.genrule(
             name = binary + "_binary",
             testonly = True,
+            tags = _TAGS,
             srcs = [
                 ":%s_object" % binary,
                 ":" + library,
@@ -211,7 +224,7 @@ $$CXX $(location :{binary}_object) $(location :{library}) \\
         binaries.append(binary)
 
     # Runs both binaries under qemu-aarch64. Not under the sanitizer or
-    # Valgrind configurations (tag "nosan"): those instrument host code only.
+    # Valgrind configurations (tag "nosan", see _TAGS).
     native.sh_test(
         name = prefix + "_qemu",
         size = size,
@@ -219,8 +232,5 @@ $$CXX $(location :{binary}_object) $(location :{library}) \\
         srcs = ["run_under_qemu_aarch64.sh"],
         args = ["$(location %s)" % b for b in binaries],
         data = binaries,
-        tags = [
-            "aarch64",
-            "nosan",
-        ],
+        tags = _TAGS,
     )

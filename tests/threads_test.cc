@@ -2350,6 +2350,12 @@ TEST(ThreadDetach, AThreadThatOnlyHandsWorkOverMayDetachAndContinue) {
 // the size over and over while another thread starts coroutines: every
 // call answers 0 (nothing carved yet) or EBUSY (stacks carved), every
 // coroutine runs, and dense mode stays on (the size stays fixed).
+//
+// The sender waits for the first coroutine to have run (a stack is carved)
+// before it sends the second half: so the owner asks at least once more
+// while coroutines still arrive, however the threads are scheduled (under
+// Valgrind, which runs one thread at a time, the first half may arrive all
+// at once).
 TEST(DenseStacks, StackSizeChangesRaceSafelyWithGoFromAnotherThread) {
   const long gos = Reps(3000, 4, 20);
   std::atomic<coro_sched*> sched{nullptr};
@@ -2382,6 +2388,9 @@ TEST(DenseStacks, StackSizeChangesRaceSafelyWithGoFromAnotherThread) {
   });
   ASSERT_TRUE(WaitUntil([&] { return sched.load() != nullptr; }));
   for (long i = 0; i < gos; ++i) {
+    if (i == gos / 2) {
+      ASSERT_TRUE(WaitUntil([&] { return ran.load() > 0; }));
+    }
     ASSERT_EQ(Go(sched.load(), [&] { ran++; }), 0) << i;
   }
   all_sent.store(true);

@@ -2154,7 +2154,8 @@ TEST_F(Stress, TimersRemovedFromTheMiddleLeaveTheRestInOrder) {
         } else {
           EXPECT_EQ(p.result, ETIMEDOUT) << "parker " << i;
         }
-        if (p.result == 0) last_returned_zero = std::max(last_returned_zero, p.order);
+        if (p.result == 0)
+          last_returned_zero = std::max(last_returned_zero, p.order);
         if (p.result == ETIMEDOUT && !p.at_once && p.deadline > wakes_done_at)
           first_later_timeout = std::min(first_later_timeout, p.order);
       }
