@@ -1200,8 +1200,11 @@ static uint64_t idle_until(coro_sched *s, uint64_t deadline)
 
     if (deadline < wake_at)
         wake_at = deadline;
-    if (s->backlog != NULL && coro__deadline_after(CORO_MSEC) < wake_at)
-        wake_at = coro__deadline_after(CORO_MSEC);
+    if (s->backlog != NULL) {
+        uint64_t retry = coro__deadline_after(CORO_MSEC);
+        if (retry < wake_at)
+            wake_at = retry;
+    }
     return wake_at;
 }
 
