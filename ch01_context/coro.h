@@ -10,8 +10,11 @@
  * variables, its return addresses, the registers a function must preserve —
  * stays on its stack and in a small saved context while it is suspended.
  *
- * In this chapter the caller is the scheduler: it decides, by hand, which
- * coroutine runs next by calling coro_resume().
+ * The parts below are the chapters of the course so far, one each; the
+ * last one is this stage's.
+ *
+ * Part one, manual resume: the caller is the scheduler. It decides, by
+ * hand, which coroutine runs next by calling coro_resume().
  *
  * Conventions, for every function here:
  * - A function returning `int` returns 0 on success or a positive `errno`

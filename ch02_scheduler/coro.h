@@ -10,11 +10,14 @@
  * variables, its return addresses, the registers a function must preserve —
  * stays on its stack and in a small saved context while it is suspended.
  *
- * Part one (as in the previous stage): the caller is the scheduler; it
- * decides, by hand, which coroutine runs next by calling coro_resume().
+ * The parts below are the chapters of the course so far, one each; the
+ * last one is this stage's.
  *
- * Part two (this stage): a scheduler, coro_sched, takes that job. It holds a
- * ready queue of coroutines and plain functions ("posts") and a pump
+ * Part one, manual resume: the caller is the scheduler. It decides, by
+ * hand, which coroutine runs next by calling coro_resume().
+ *
+ * Part two, the scheduler: a coro_sched takes that job. It holds a ready
+ * queue of coroutines and plain functions ("posts") and a pump
  * (coro_sched_run(), coro_sched_step()) that takes the next item and runs
  * it. coro_go() and coro_spawn() create coroutines that the pump resumes;
  * in them, coro_yield() means "let the others run, then me again".
@@ -182,7 +185,9 @@ void *coro_result(const coro *c);
  *
  * @param c the coroutine to free.
  * @return 0 on success, or:
- *         - `EINVAL`: `c` is NULL;
+ *         - `EINVAL`: `c` is NULL, or is a coroutine its scheduler owns: one
+ *           started with coro_go() (coro_self() inside it), or a
+ *           coro_spawn() handle already destroyed;
  *         - `EBUSY`:  `c` is running, normal, or suspended in the middle of
  *           its function (its stack holds live frames);
  *         - `EPERM`:  `c` belongs to another thread.
@@ -417,7 +422,9 @@ int coro_sched_set_stack_size(coro_sched *s, size_t stack_size);
  * @return 0 (also if already on), or:
  *         - `EINVAL`: `s` is NULL;
  *         - `EPERM`:  `s` belongs to another thread;
- *         - `EBUSY`:  the scheduler already has guarded stacks in use.
+ *         - `EBUSY`:  the scheduler already has guarded stacks in use;
+ *         - `ENOMEM`: no memory for the dense-stack bookkeeping (dense
+ *           stacks stay off).
  *
  * Thread-safety: only from the thread that owns `s`.
  */

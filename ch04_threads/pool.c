@@ -19,8 +19,10 @@
  * queue and then looks for an idle worker. With sequentially consistent
  * atomics on both sides, at least one of them sees the other.
  *
- * Built on the public API, plus one internal call to know whether the
- * caller is a scheduled coroutine.
+ * Built on the public API, plus three internal calls: whether the caller
+ * is a scheduled coroutine (coro__scheduled_self), which thread is calling
+ * (coro__thread_id), and a wait in the pump for the next post without
+ * running anything (coro__sched_idle_wait).
  */
 #define _GNU_SOURCE
 #include "coro_impl.h"

@@ -10,32 +10,35 @@
  * variables, its return addresses, the registers a function must preserve —
  * stays on its stack and in a small saved context while it is suspended.
  *
- * Part one: the caller is the scheduler; it
- * decides, by hand, which coroutine runs next by calling coro_resume().
+ * The parts below are the chapters of the course so far, one each; the
+ * last one is this stage's.
  *
- * Part two: a scheduler, coro_sched, takes that job. It holds a
- * ready queue of coroutines and plain functions ("posts") and a pump
+ * Part one, manual resume: the caller is the scheduler. It decides, by
+ * hand, which coroutine runs next by calling coro_resume().
+ *
+ * Part two, the scheduler: a coro_sched takes that job. It holds a ready
+ * queue of coroutines and plain functions ("posts") and a pump
  * (coro_sched_run(), coro_sched_step()) that takes the next item and runs
  * it. coro_go() and coro_spawn() create coroutines that the pump resumes;
  * in them, coro_yield() means "let the others run, then me again".
  *
- * Part three: waiting. A coroutine can leave the ready queue until a
+ * Part three, waiting: a coroutine can leave the ready queue until a
  * deadline passes (coro_sleep()) or until someone wakes it (coro_park(),
  * coro_wake(), events). The pump keeps the timers, and when nothing is
  * ready it puts the thread to sleep until the next deadline instead of
  * spinning.
  *
- * Part four: threads. Each scheduler belongs to one thread;
- * other threads talk to it only by handing it work (coro_go(),
- * coro_spawn(), coro_post()) and by waking its coroutines (coro_wake(),
+ * Part four, threads: each scheduler belongs to one thread; other threads
+ * talk to it only by handing it work (coro_go(), coro_spawn(),
+ * coro_post()) and by waking its coroutines (coro_wake(),
  * coro_event_set()), which are safe from any thread. A looper is a thread
  * whose life is a pump; a pool runs many, and spreads coroutines over them.
  *
- * Part five (this stage): stopping. A coroutine can be cancelled
- * (coro_cancel(): its blocking calls return `ECANCELED`) and can register
- * cleanups (coro_defer()). A scheduler can be closed (no new work, every
- * coroutine cancelled), drained with a deadline (coro_sched_shutdown()),
- * closed by a signal, and asked what it is doing (coro_sched_stats()).
+ * Part five, stopping: a coroutine can be cancelled (coro_cancel(): its
+ * blocking calls return `ECANCELED`) and can register cleanups
+ * (coro_defer()). A scheduler can be closed (no new work, every coroutine
+ * cancelled), drained with a deadline (coro_sched_shutdown()), closed by a
+ * signal, and asked what it is doing (coro_sched_stats()).
  *
  * Conventions, for every function here:
  * - A function returning `int` returns 0 on success or a positive `errno`
@@ -43,7 +46,8 @@
  * - A function returning a pointer returns NULL on failure and sets `errno`.
  * - Bad input from the caller is reported, never punished with a crash. The
  *   library aborts only on a broken internal invariant or a stack overflow.
- * - A coroutine belongs to the thread that created it.
+ * - A coroutine belongs to its scheduler's thread: it runs there, and
+ *   only that thread may inspect or destroy its handle.
  */
 #ifndef CORO_H
 #define CORO_H
@@ -204,7 +208,9 @@ void *coro_result(const coro *c);
  *
  * @param c the coroutine to free.
  * @return 0 on success, or:
- *         - `EINVAL`: `c` is NULL;
+ *         - `EINVAL`: `c` is NULL, or is a coroutine its scheduler owns: one
+ *           started with coro_go() (coro_self() inside it), or a
+ *           coro_spawn() handle already destroyed;
  *         - `EBUSY`:  `c` is running, normal, or suspended in the middle of
  *           its function (its stack holds live frames);
  *         - `EPERM`:  `c` belongs to another thread.
@@ -299,13 +305,13 @@ coro_sched *coro_sched_create_limit(size_t max_posts);
  * The scheduler frees the coroutine when `fn` returns; its return value is
  * discarded. Its stack comes from the scheduler's cache when one is free.
  *
- * @param s   the scheduler.
- * @param fn  the body.
- * @param arg passed to `fn`.
  * From another thread the coroutine is created there and handed to the
  * scheduler's thread through its inbox (see "Threads" below); it starts,
  * runs and finishes on the scheduler's thread.
  *
+ * @param s   the scheduler.
+ * @param fn  the body.
+ * @param arg passed to `fn`.
  * @return 0 once queued, or:
  *         - `EINVAL`: `s` or `fn` is NULL;
  *         - `ESHUTDOWN`: `s` is closed (coro_sched_close());
@@ -454,7 +460,9 @@ int coro_sched_set_stack_size(coro_sched *s, size_t stack_size);
  * @return 0 (also if already on), or:
  *         - `EINVAL`: `s` is NULL;
  *         - `EPERM`:  `s` belongs to another thread;
- *         - `EBUSY`:  the scheduler already has guarded stacks in use.
+ *         - `EBUSY`:  the scheduler already has guarded stacks in use;
+ *         - `ENOMEM`: no memory for the dense-stack bookkeeping (dense
+ *           stacks stay off).
  *
  * Thread-safety: only from the thread that owns `s`.
  */
@@ -688,7 +696,11 @@ typedef struct coro_event {
  * @param e             the event.
  * @param manual_reset  true for manual reset, false for auto reset.
  * @param initially_set whether it starts set.
- * @return 0, or `EINVAL` if `e` is NULL.
+ * @return 0, or:
+ *         - `EINVAL`: `e` is NULL;
+ *         - `ENOMEM`: the system could not initialise the event's lock
+ *           (pthread_mutex_init() failed; glibc's default mutex needs no
+ *           memory, so on Linux this does not happen).
  *
  * Thread-safety: not while other calls use `e`.
  */
@@ -821,8 +833,8 @@ coro_sched *coro_looper_sched(coro_looper *l);
  *
  * The looper keeps pumping until nothing is alive and no post is pending,
  * then its scheduler is destroyed and the thread joined. (Parked
- * coroutines that nobody wakes keep it waiting: the next stage adds a
- * shutdown with a deadline.)
+ * coroutines that nobody wakes keep it waiting: coro_looper_shutdown()
+ * stops with a deadline instead.)
  *
  * @param l the looper.
  * @return 0, or:

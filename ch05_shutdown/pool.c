@@ -23,10 +23,14 @@
  * start — they are counted as abandoned — and every worker runs
  * coro_sched_shutdown() on its own thread, against one deadline.
  *
- * Built on the public API, plus a few internal calls: whether the caller
- * is a scheduled coroutine, cleanups embedded in the pool's own records,
- * a stop request that gets through a closed scheduler, and a shutdown
- * with an absolute deadline.
+ * Built on the public API, plus internal calls: whether the caller is a
+ * scheduled coroutine (coro__scheduled_self), which thread is calling
+ * (coro__thread_id), a wait in the pump for the next post
+ * (coro__sched_idle_wait), cleanups embedded in the pool's own records
+ * (coro__cleanup_push/pop, coro__go_with_cleanup), a stop request that
+ * gets through a closed scheduler (coro__post_always), a cancel refusal
+ * (coro__refuse_canceled), and a shutdown with an absolute deadline
+ * (coro__sched_shutdown_until, coro__deadline_after).
  */
 #define _GNU_SOURCE
 #include "coro_impl.h"

@@ -1595,6 +1595,51 @@ TEST(DenseStacks, TurningOnTwiceIsZero) {
   EXPECT_EQ(coro_sched_destroy(s), 0);
 }
 
+// With no memory left it is ENOMEM, and dense stacks stay off. The child
+// caps its address space at what it uses now, then takes every byte the
+// allocator still has, so the library's next allocation fails. (The
+// sanitizers and Valgrind bring allocators of their own, which do not fail
+// this way: skipped there.)
+class DenseStacksDeathTest : public ::testing::Test {
+ protected:
+  void SetUp() override { coro_test::UseThreadsafeDeathTests(); }
+};
+
+std::size_t CurrentVirtualMemoryBytes() {
+  std::FILE* status = std::fopen("/proc/self/status", "r");
+  if (status == nullptr) return 0;
+  char line[256];
+  unsigned long kib = 0;
+  while (std::fgets(line, sizeof line, status) != nullptr)
+    if (std::sscanf(line, "VmSize: %lu kB", &kib) == 1) break;
+  std::fclose(status);
+  return static_cast<std::size_t>(kib) * 1024;
+}
+
+TEST_F(DenseStacksDeathTest, NoMemoryIsEnomemAndLeavesThemOff) {
+  if (coro_test::kAddressSanitizer || coro_test::kThreadSanitizer ||
+      coro_test::UnderValgrind())
+    GTEST_SKIP() << "the tool's allocator does not run out this way";
+  EXPECT_EXIT(
+      {
+        coro_sched* s = coro_sched_create();
+        if (s == nullptr) std::_Exit(2);
+        rlimit limit{};
+        limit.rlim_cur = limit.rlim_max = CurrentVirtualMemoryBytes();
+        if (limit.rlim_cur == 0 || setrlimit(RLIMIT_AS, &limit) != 0)
+          std::_Exit(3);
+        for (std::size_t size : {std::size_t{1} << 16, std::size_t{4096},
+                                 std::size_t{256}, std::size_t{16}})
+          while (std::malloc(size) != nullptr) {
+          }
+        const int rc = coro_sched_use_dense_stacks(s);
+        if (rc != ENOMEM) std::_Exit(10 + rc);
+        // Still off: asking again is ENOMEM again, not "already on".
+        std::_Exit(coro_sched_use_dense_stacks(s) == ENOMEM ? 0 : 4);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 // It must be chosen before the first coroutine: with a guarded stack in
 // use — a coroutine queued, suspended, or a joinable one not destroyed —
 // it is EBUSY.

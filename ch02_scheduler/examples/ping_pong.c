@@ -3,8 +3,9 @@
  *
  * Asymmetric coroutines never switch to each other directly: each yields
  * back to whoever resumed it (here: main), and main decides who goes next.
- * That hand-written loop in main is a scheduler — the next chapter replaces
- * it with a real one.
+ * That hand-written loop in main is a scheduler, written by hand: the
+ * scheduler of chapter 2 (coro_sched) does the same job for any number of
+ * coroutines.
  */
 #include <stdio.h>
 

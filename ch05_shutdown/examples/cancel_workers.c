@@ -57,10 +57,12 @@ static void *waiter(void *arg)
 
 static void *counter(void *arg)
 {
+    int err;
+
     (void)arg;
-    while (coro_yield() != ECANCELED)
+    while ((err = coro_yield()) == 0)
         continue; /* counting, in a real program */
-    printf("  counter  saw ECANCELED from coro_yield()\n");
+    report("counter", err); /* ECANCELED, from coro_yield() */
     return NULL;
 }
 
@@ -81,10 +83,15 @@ int main(void)
     coro_fn bodies[4] = {sleeper, parker, waiter, counter};
     coro *workers[4];
 
-    coro_event_init(&never_set, false, false);
+    if (s == NULL || coro_event_init(&never_set, false, false) != 0) {
+        perror("cancel_workers: set-up");
+        return 1;
+    }
     for (int i = 0; i < 4; i++)
-        workers[i] = coro_spawn(s, bodies[i], NULL);
-    coro_go(s, supervisor, workers);
+        if ((workers[i] = coro_spawn(s, bodies[i], NULL)) == NULL)
+            return 1;
+    if (coro_go(s, supervisor, workers) != 0)
+        return 1;
     coro_sched_run(s);
     for (int i = 0; i < 4; i++)
         coro_destroy(workers[i]);

@@ -22,7 +22,7 @@ static void *server(void *arg)
 {
     int id = (int)(long)arg, served = 0;
 
-    while (coro_sleep(20 * CORO_MSEC) != ECANCELED)
+    while (coro_sleep(20 * CORO_MSEC) == 0) /* ECANCELED ends the loop */
         served++;
     printf("  server %d: cancelled after %d requests, returning\n", id,
            served);
@@ -64,9 +64,15 @@ int main(void)
     size_t abandoned;
     uint64_t start;
 
+    if (s == NULL) {
+        perror("coro_sched_create");
+        return 1;
+    }
     for (long id = 1; id <= 5; id++)
-        coro_go(s, server, (void *)id);
-    coro_go(s, stubborn, NULL);
+        if (coro_go(s, server, (void *)id) != 0)
+            return 1;
+    if (coro_go(s, stubborn, NULL) != 0)
+        return 1;
     coro_sched_run_until(s, coro_now() + 100 * CORO_MSEC); /* serve a while */
 
     printf("  shutting down with a 200 ms grace period\n");
