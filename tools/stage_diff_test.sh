@@ -136,7 +136,7 @@ lesson ch02_next "pick() and add_numbers() changed."   # not add: a whole word
 run --check
 expect_status 1 "changed, not named"
 expect_line "$(unnamed changed add coro.c)" "names add, its file, 'changed'"
-expect_line "1 function\(s\) differ" "only that function"
+expect_line "1 function\(s\) or example file\(s\) differ" "only that function"
 
 case_ b_no_section
 chapter ch01_base
@@ -240,10 +240,29 @@ lesson ch02_next "Nothing yet."
 run --check
 expect_status 1 "static, example, assembly"
 expect_line "$(unnamed changed weird_layout coro.c)" "static inline weird_layout"
-expect_line "$(unnamed changed hello examples/hello.c)" "example's static hello"
+expect_line "$(unnamed example hello.c examples/hello.c)" "an example: its file, not its function"
 expect_line "$(unnamed changed coro_switch switch_x86_64.S)" "global label coro_switch"
 expect_line "$(unnamed changed coro_trampoline switch_x86_64.S)" "a local label is inside coro_trampoline"
-expect_line "4 function\(s\) differ" "nothing else"
+expect_line "4 function\(s\) or example file\(s\) differ" "nothing else"
+
+case_ f_examples
+chapter ch01_base
+chapter ch02_next
+edit "$repo/ch02_next/examples/hello.c" "puts(arg);" "puts((const char *)arg);"
+edit "$repo/ch02_next/examples/hello.c" "return hello(" "return 0 * !hello(" 
+lesson ch02_next "Examples: hello() and main() changed."
+run --check
+expect_status 1 "an example's functions named, but not its file"
+expect_line "$(unnamed example hello.c examples/hello.c)" "asks for the file"
+expect_line "1 function\(s\) or example file\(s\) differ" "once per file, not per function"
+lesson ch02_next "Examples: \`hello.c\` prints its argument as a string."
+run --check
+expect_status 0 "the example's file named"
+printf 'int extra(void)\n{\n    return 1;\n}\n' > "$repo/ch02_next/examples/extra.c"
+run --check
+expect_status 1 "a new example file, not named"
+expect_line "$(unnamed example extra.c examples/extra.c)" "the new file"
+expect_no_line "hello" "the named file is not reported"
 
 case_ f_asm_outside
 chapter ch01_base
@@ -294,7 +313,7 @@ run --check
 expect_status 1 "changes inside functions"
 expect_line "$(unnamed changed by_value coro.c)" "by_value (a struct returned by value)"
 expect_line "$(unnamed changed coro_is_done coro.h)" "coro_is_done (inside extern \"C\")"
-expect_line "2 function\(s\) differ" "no neighbour is blamed"
+expect_line "2 function\(s\) or example file\(s\) differ" "no neighbour is blamed"
 
 # --------------------------------------------------------------------------
 # (h) the diff mode prints the changed line
