@@ -3,33 +3,46 @@
 #
 #   ./tools/bazelw run //docs:html                         # every chapter
 #   ./tools/bazelw run //docs:html -- --only ch01_context  # one chapter
-#   docs/build_docs.sh [--out DIR] [--only CHAPTER] [CHAPTER...]   # by hand
+#   docs/build_docs.sh [--out DIR] [--only CHAPTER] [--sources DIR] [CHAPTER...]
 #
 # CHAPTERs are chapter directories in course order (each one is compared with
-# the one before it); by hand, the default is every chNN_* directory. For each
-# chapter it writes, under DIR (default: docs/_build of the workspace):
+# the one before it); by hand, the default is every chNN_* directory. It
+# writes one site under DIR (default: docs/_build of the workspace):
 #
-#   CHAPTER/pages/   the pages generated for it: changes.md (+ changes.diff),
-#                    course.md (docs/index.md with links into the HTML)
-#   CHAPTER/html/    Doxygen's HTML: the lesson as main page, coro.h, the
-#                    states diagram (docs/states.md), the changes, the course
-#   index.html       links to every chapter built so far
+#   index.html       the landing page: docs/index.md, its chapter map linked
+#                    to every chapter's lesson, API, states and diff
+#   search_course.html, course_index.js   the search of the whole course
+#   CHAPTER/pages/   the pages generated for a chapter by docs/site.py:
+#                    changes.md (+ changes_body.html), header.html and
+#                    footer.html (the course bar and the pager), coro.tag
+#   CHAPTER/html/    Doxygen's HTML: the lesson as main page (with a table
+#                    of contents), coro.h, the states diagram
+#                    (docs/states.md), the changes from the previous chapter
 #
-# Doxygen's settings are in docs/Doxyfile; this script only fills in the
-# chapter through environment variables. Any Doxygen warning (an undocumented
-# public item, a parameter without @param, a broken reference, ...) makes the
-# script exit 1 after every chapter has been tried: //docs:doxygen_warnings_test
-# is this script run into a scratch directory.
+# Every page has the course bar (the course index, every chapter, the
+# chapter's pages, the search box) and, at the bottom, the previous and next
+# chapter. The diff page compares the chapters' files as they are on disk:
+# under `bazel run`, the workspace's (every file, also those of packages
+# such as models/ that Bazel's runfiles leave out); `--sources DIR` reads
+# them from DIR instead.
+#
+# Doxygen's settings are in docs/Doxyfile (and docs/course.doxyfile for the
+# landing page); this script only fills in the chapter through environment
+# variables. Any Doxygen warning (an undocumented public item, a parameter
+# without @param, a broken reference, ...) makes the script exit 1 after
+# every page has been tried: //docs:doxygen_warnings_test is this script run
+# into a scratch directory, and //docs:browser_test opens what it writes.
 set -euo pipefail
 
 die() { echo "build_docs: $*" >&2; exit 2; }
 
 # --- Arguments ---------------------------------------------------------------
-out="" only="" chapters=()
+out="" only="" sources="" chapters=()
 while (($#)); do
   case $1 in
     --out)  out=${2:?--out needs a directory}; shift 2 ;;
     --only) only=${2:?--only needs a chapter}; shift 2 ;;
+    --sources) sources=${2:?--sources needs a directory}; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option $1 (try --help)" ;;
     *)  chapters+=("${1%/}"); shift ;;
@@ -46,10 +59,18 @@ if ((${#chapters[@]} == 0)); then
 fi
 ((${#chapters[@]})) || die "no chapters found in $root"
 
-# `bazel run` starts us in the runfiles tree; write into the real workspace.
+# `bazel run` starts us in the runfiles tree; write into the real workspace,
+# and diff the chapters as they are there.
 out=${out:-${BUILD_WORKSPACE_DIRECTORY:-$root}/docs/_build}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+sources=$(cd "${sources:-${BUILD_WORKSPACE_DIRECTORY:-$root}}" && pwd)
+
+# Debian's Python, where python3-pygments lives (a python3 earlier on the
+# PATH may not have it).
+python=python3
+[[ -x /usr/bin/python3 ]] && python=/usr/bin/python3
+site() { "$python" "$root/docs/site.py" "$@" --root "$root" --chapters "${chapters[@]}"; }
 
 # --- Helpers -----------------------------------------------------------------
 
@@ -61,104 +82,47 @@ chapter_title() {
   echo "${title:-$1}"
 }
 
-# The page "Changes from the previous stage": `diff -ru previous chapter`.
-# The diff goes in a file that the page pulls in with \verbinclude, so
-# nothing in it (a "@endcode" in a changed comment, say) is read as Doxygen
-# markup. $1 = previous chapter ("" for the first), $2 = chapter, $3 = pages dir.
-write_changes_page() {
-  local prev=$1 chapter=$2 pages=$3
-  {
-    echo "# Changes from the previous stage {#changes}"
-    echo
-    if [[ -z $prev ]]; then
-      echo "This is the first stage of the course: there is no previous stage"
-      echo "to compare it with. Start with the lesson (the main page)."
-      return
-    fi
-    # diff exits 1 when the directories differ: that is not an error.
-    # The timestamps after each file name say nothing here: drop them.
-    (cd "$root" && diff -ru "$prev" "$chapter") > "$pages/changes.diff" || (($? == 1))
-    sed -i -E 's/^((---|\+\+\+) [^\t]*)\t.*$/\1/' "$pages/changes.diff"
-    echo "What \`diff -ru $prev $chapter\` prints: everything this stage adds,"
-    echo "changes or removes. The lesson's section \"What changed\" explains it."
-    echo
-    if [[ -s $pages/changes.diff ]]; then
-      printf '%s\n' '\verbinclude changes.diff'
-    else
-      echo "(No differences.)"
-    fi
-  } > "$pages/changes.md"
+# One Doxygen run. $1 = the Doxyfile, $2 = what it makes (for messages),
+# $3 = the run's log; the environment names the chapter. Prints the
+# warnings with paths relative to the repository; returns 1 on any.
+run_doxygen() {
+  local status=0
+  doxygen "$1" > "$3" 2>&1 || status=$?
+  sed "s#$root/##g" "$3" >&2
+  if ((status)); then
+    echo "build_docs: $2: Doxygen failed (warnings above, log in $3)" >&2
+    return 1
+  fi
 }
 
-# The course page: docs/index.md, with each link to a lesson on disk
-# (../chNN_name/README.md) turned into a link to that chapter's HTML.
-write_course_page() {
-  sed -E 's#\]\(\.\./(ch[0-9][0-9]_[A-Za-z0-9_]+)/README\.md\)#](../../\1/html/index.html)#g' \
-    "$root/docs/index.md" > "$1/course.md"
-}
-
-# One Doxygen run: $1 = chapter, $2 = previous chapter or "". Returns 1 on
-# any warning, after printing them (paths relative to the repository).
+# One chapter: its pages (docs/site.py), then its Doxygen run.
 build_chapter() {
-  local chapter=$1 prev=$2
+  local chapter=$1
   [[ $chapter =~ ^ch[0-9][0-9]_[A-Za-z0-9_]+$ ]] || die "not a chapter name: $chapter"
   [[ -f $chapter/README.md && -f $chapter/coro.h ]] || die "$chapter: no README.md and coro.h"
   local dest=$out/$chapter
   rm -rf "$dest"                          # no stale pages from an older run
   mkdir -p "$dest/pages"
-  write_changes_page "$prev" "$chapter" "$dest/pages"
-  write_course_page "$dest/pages"
+  site chapter --chapter "$chapter" --sources "$sources" --pages "$dest/pages"
 
-  local status=0
   CORO_DOC_CHAPTER=$chapter \
   CORO_DOC_TITLE=$(chapter_title "$chapter") \
   CORO_DOC_SRC=$root/$chapter \
   CORO_DOC_PAGES=$dest/pages \
   CORO_DOC_DIR=$root/docs \
   CORO_DOC_OUT=$dest \
-    doxygen "$root/docs/Doxyfile" > "$dest/doxygen.log" 2>&1 || status=$?
-  sed "s#$root/##g" "$dest/doxygen.log" >&2
-  if ((status)); then
-    echo "build_docs: $chapter: Doxygen failed (warnings above, log in $dest/doxygen.log)" >&2
-    return 1
-  fi
+    run_doxygen "$root/docs/Doxyfile" "$chapter" "$dest/doxygen.log" || return 1
   echo "build_docs: wrote $dest/html/index.html"
 }
 
-# The top page: one line per chapter whose HTML exists.
-write_index() {
-  local chapter title first=""
-  {
-    cat <<'EOF'
-<!DOCTYPE html>
-<html lang="en">
-<head><meta charset="utf-8"><title>Coroutines in C, chapter by chapter</title>
-<style>
-  body { font-family: sans-serif; max-width: 50em; margin: 2em auto; line-height: 1.4; }
-  td { padding: 0.3em 1em 0.3em 0; vertical-align: top; }
-</style></head>
-<body>
-<h1>Coroutines in C, chapter by chapter</h1>
-<p>The reference documentation of each stage of the course: its lesson, its
-API (<code>coro.h</code>), the coroutine states and the diff from the previous
-stage. Read the chapters in order.</p>
-<table>
-EOF
-    for chapter in "${chapters[@]}"; do
-      [[ -f $out/$chapter/html/index.html ]] || continue
-      first=${first:-$chapter}
-      # Escape the title for HTML.
-      title=$(chapter_title "$chapter" | sed 's/&/\&amp;/g; s/</\&lt;/g; s/>/\&gt;/g')
-      echo "<tr><td><a href=\"$chapter/html/index.html\">$title</a></td>"
-      echo "    <td><a href=\"$chapter/html/states.html\">states</a></td>"
-      echo "    <td><a href=\"$chapter/html/changes.html\">changes from the previous stage</a></td></tr>"
-    done
-    echo "</table>"
-    echo "<p>How to read a stage, and the map of the course: <a href=\"$first/html/course.html\">the course page</a>"
-    echo "(also in every chapter's reference, and as <code>docs/index.md</code>).</p>"
-    echo "</body>"
-    echo "</html>"
-  } > "$out/index.html"
+# The landing page and the search page, at the site's root.
+build_course() {
+  mkdir -p "$out/pages"
+  site course --pages "$out/pages"
+  CORO_DOC_PAGES=$out/pages \
+  CORO_DOC_DIR=$root/docs \
+  CORO_DOC_OUT=$out \
+    run_doxygen "$root/docs/course.doxyfile" "the landing page" "$out/pages/doxygen.log" || return 1
 }
 
 # --- Main --------------------------------------------------------------------
@@ -167,15 +131,15 @@ if [[ -n $only && " ${chapters[*]} " != *" $only "* ]]; then
 fi
 
 failed=()
-prev=""
 for chapter in "${chapters[@]}"; do
   if [[ -z $only || $only == "$chapter" ]]; then
-    build_chapter "$chapter" "$prev" || failed+=("$chapter")
+    build_chapter "$chapter" || failed+=("$chapter")
   fi
-  prev=$chapter
 done
-
-write_index
+build_course || failed+=("the landing page")
+# After every run: the search index of the course, and links on API calls
+# written with their arguments.
+site finish --out "$out"
 echo "build_docs: open $out/index.html"
 
 if ((${#failed[@]})); then

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # doxygen_warnings_fixture_test — proves that doxygen_warnings_test bites.
 #
-# Copies a chapter (README.md and coro.h, given as $1) and docs/ into a
-# scratch workspace, appends an undocumented public function to the copy of
-# coro.h, and checks that docs/build_docs.sh then fails, naming that function.
+# Copies a chapter (README.md and coro.h, given as $1), docs/ and
+# tools/stage_diff into a scratch workspace, appends an undocumented public
+# function to the copy of coro.h, and checks that docs/build_docs.sh then
+# fails, naming that function.
 set -euo pipefail
 chapter=${1:?usage: doxygen_warnings_fixture_test.sh CHAPTER}
 ws=$TEST_TMPDIR/ws
@@ -11,8 +12,9 @@ log=$TEST_TMPDIR/build_docs.log
 
 # The scratch workspace: real copies (-L), writable.
 rm -rf "$ws"
-mkdir -p "$ws/docs" "$ws/$chapter"
-cp -L docs/Doxyfile docs/build_docs.sh docs/index.md docs/states.dot docs/states.md "$ws/docs/"
+mkdir -p "$ws/docs" "$ws/tools" "$ws/$chapter"
+cp -rL docs/. "$ws/docs/"
+cp -L tools/stage_diff "$ws/tools/"
 cp -L "$chapter/README.md" "$chapter/coro.h" "$ws/$chapter/"
 chmod -R u+w "$ws"
 
