@@ -401,14 +401,13 @@ def check_site(browser, site, sources, chapters, shots, report):
             number = chapter[:4]
             browser.screenshot(os.path.join(shots, "%s_diff.png" % number))
             if first_new:
-                anchor = [l for l in links if l["text"] == first_new]
+                # Scrolled to the first new file's section, to see it shown whole.
                 browser.evaluate(
                     "(() => { const a = Array.from(document.querySelectorAll('a[href^=\"#\"]'))"
                     ".find(a => a.textContent.trim() === %s);"
                     " document.getElementById(decodeURIComponent(a.getAttribute('href').slice(1)))"
                     ".scrollIntoView(); })()" % json.dumps(first_new))
                 browser.screenshot(os.path.join(shots, "%s_diff_new_file.png" % number))
-                del anchor
             browser.open(file_url(lesson(chapter)))
             browser.screenshot(os.path.join(shots, "%s_lesson.png" % number))
 

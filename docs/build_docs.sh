@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# build_docs.sh — the reference HTML of the course: one Doxygen run per chapter.
+# build_docs.sh — the course site: one Doxygen run per chapter, one for the
+# landing page.
 #
 #   ./tools/bazelw run //docs:html                         # every chapter
 #   ./tools/bazelw run //docs:html -- --only ch01_context  # one chapter
