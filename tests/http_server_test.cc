@@ -21,6 +21,7 @@
 // --trace-children); the client is then some 30 times slower, so the load
 // test sends fewer requests before the signal (the 200 connections stay).
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -158,7 +159,8 @@ class Server {
   void ShutDownCleanly(int signo = SIGTERM) {
     ASSERT_NO_FATAL_FAILURE(Signal(signo));
     ASSERT_TRUE(WaitForExit(milliseconds(grace_ms_) + kSlack))
-        << "the server did not exit within " << grace_ms_ << " ms + slack";
+        << "the server did not exit within " << grace_ms_ << " ms + slack; "
+        << StuckReport();
     EXPECT_EQ(exit_status(), 0) << output_;
     EXPECT_NE(output_.find("closed:              yes"), std::string::npos)
         << output_;
@@ -167,6 +169,40 @@ class Server {
   }
 
  private:
+  // For a server that did not exit: what it printed so far, and where each
+  // of its threads is (name, state, and the system call it is in, from
+  // /proc), so that a hang can be told from a slow machine.
+  std::string StuckReport() {
+    std::string report = "it printed: \"";
+    char ch;
+    pollfd p = {stdout_fd_, POLLIN, 0};
+    while (poll(&p, 1, 0) == 1 && read(stdout_fd_, &ch, 1) == 1) report += ch;
+    report += "\"; its threads (name, kernel wait, syscall):";
+    const std::string tasks = "/proc/" + std::to_string(pid_) + "/task";
+    DIR* list = opendir(tasks.c_str());
+    if (list == nullptr) return report + " (none found)";
+    while (dirent* entry = readdir(list)) {
+      if (entry->d_name[0] == '.') continue;
+      const std::string dir = tasks + "/" + entry->d_name;
+      report += std::string("\n  ") + entry->d_name + ": " +
+                FirstLine(dir + "/comm") + ", " + FirstLine(dir + "/wchan") +
+                ", " + FirstLine(dir + "/syscall");
+    }
+    closedir(list);
+    return report;
+  }
+
+  static std::string FirstLine(const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "r");
+    if (f == nullptr) return "?";
+    char line[256] = "";
+    if (std::fgets(line, sizeof line, f) == nullptr) line[0] = '\0';
+    std::fclose(f);
+    std::string text(line);
+    while (!text.empty() && (text.back() == '\n')) text.pop_back();
+    return text;
+  }
+
   std::string ReadOutputLine(int timeout_ms) {
     std::string line;
     char ch;
