@@ -409,6 +409,7 @@ coro_sched *coro_sched_create_limit(size_t max_posts)
     }
     s = calloc(1, sizeof *s);
     if (s == NULL) {
+        errno = ENOMEM;
         return NULL;
     }
     if (coro__inbox_init(&s->inbox) != 0) {
