@@ -124,7 +124,8 @@ bool coro__run_one(coro_sched *s);
 
 /* Run until nothing is alive and no post is pending (0), or, with
  * `until_deadline`, until `deadline` (ETIMEDOUT); the thread sleeps while
- * nothing is ready. The caller holds the pump. */
+ * nothing is ready, and without a deadline EDEADLK means nothing is ready
+ * and no timer is left to wake anyone. The caller holds the pump. */
 int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline);
 
 #endif /* CORO_SCHED_IMPL_H */

@@ -115,8 +115,6 @@ struct coro_sched {
     _Atomic(coro_dense *) dense;
 };
 
-
-
 /* ── Counts (sched.c) ─────────────────────────────────────────────────── */
 
 /* Any thread: coroutines alive, created (here or elsewhere) and not
@@ -274,9 +272,9 @@ void coro__pump_leave(coro_sched *s, coro_sched *outer);
  * holds the pump (s->pumping). */
 bool coro__run_one(coro_sched *s);
 
-/* Run until nothing is alive and no post is pending (0), or, with
- * `until_deadline`, until `deadline` (ETIMEDOUT); the thread sleeps while
- * nothing is ready. The caller holds the pump. */
+/* Run while coro__work_remains() (then 0), or, with `until_deadline`,
+ * until `deadline` (ETIMEDOUT); the thread sleeps while nothing is ready.
+ * The caller holds the pump. */
 int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline);
 
 #endif /* CORO_SCHED_IMPL_H */
