@@ -53,7 +53,7 @@
 
 /*
  * An entry of a scheduler's ready queue: a coroutine (embedded in struct
- * coro) or a post (embedded in sched.c's struct post).
+ * coro) or a post (embedded in struct post, sched_impl.h).
  */
 typedef struct coro_ready {
     struct coro_ready *next;  /* the next entry of the same priority */

@@ -54,7 +54,7 @@
 
 /*
  * An entry of a scheduler's ready queue: a coroutine (embedded in struct
- * coro) or a post (embedded in sched.c's struct post).
+ * coro) or a post (embedded in struct post, sched_impl.h).
  */
 typedef struct coro_ready {
     struct coro_ready *next;  /* the next entry of the same priority */
@@ -191,7 +191,7 @@ void coro__resume(coro *c);
  * started and not queued). Returns 0 or an errno value. */
 int coro__sched_destroy_coroutine(coro *c);
 
-/* ── Waiting (sched.c), for park.c and event.c ────────────────────────── */
+/* ── Waiting (wait.c), for park.c and event.c ─────────────────────────── */
 
 /* The running coroutine leaves the ready queue until coro__make_ready()
  * (or its deadline, unless CORO_FOREVER). Returns its wait_result, or EPERM

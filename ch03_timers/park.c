@@ -2,7 +2,7 @@
  * park.c — waiting for time or for a wake: sleep, park, wake.
  *
  * A coroutine that waits is taken out of the ready queue (coro__wait() in
- * sched.c) with a reason — sleep, park or event — and, if it has a
+ * wait.c) with a reason — sleep, park or event — and, if it has a
  * deadline, a timer. It comes back when coro__make_ready() queues it: the
  * pump does that when the timer fires, coro_wake() when the reason is park.
  *

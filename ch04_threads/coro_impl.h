@@ -55,7 +55,7 @@
 
 /*
  * An entry of a scheduler's ready queue: a coroutine (embedded in struct
- * coro) or a post (embedded in sched.c's struct post).
+ * coro) or a post (embedded in struct post, sched_impl.h).
  */
 typedef struct coro_ready {
     struct coro_ready *next;  /* the next entry of the same priority */
@@ -221,7 +221,8 @@ int coro__sched_destroy_coroutine(coro *c);
  * or a timer is due — without running anything. */
 void coro__sched_idle_wait(coro_sched *s);
 
-/* Free the calling thread's cache of post nodes (coro_thread_detach()). */
+/* Free the calling thread's cache of post nodes (remote.c), for
+ * coro_thread_detach(). */
 void coro__post_cache_release(void);
 
 /* ── The inbox (inbox.c) ──────────────────────────────────────────────── */
@@ -255,7 +256,7 @@ bool coro__inbox_empty(coro_inbox *in);
 void coro__inbox_wait(coro_inbox *in, uint64_t deadline);
 
 
-/* ── Waiting (sched.c), for park.c and event.c ────────────────────────── */
+/* ── Waiting (wait.c, remote.c), for park.c and event.c ───────────────── */
 
 /* The running coroutine leaves the ready queue until coro__make_ready()
  * (or its deadline, unless CORO_FOREVER). Returns its wait_result, or EPERM

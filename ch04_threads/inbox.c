@@ -5,7 +5,8 @@
  * have no locks. Another thread never touches them: it pushes a request
  * (start this coroutine, run this post, this parked coroutine is ready)
  * onto the scheduler's inbox, and the owner moves the requests into its
- * own structures the next time its pump looks (sched.c, drain_inbox()).
+ * own structures the next time its pump looks (coro__drain_inbox(), in
+ * remote.c).
  *
  *   producers (any thread)                owner (the pump)
  *   ──────────────────────                ───────────────────

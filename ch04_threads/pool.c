@@ -19,10 +19,10 @@
  * queue and then looks for an idle worker. With sequentially consistent
  * atomics on both sides, at least one of them sees the other.
  *
- * Built on the public API, plus three internal calls: whether the caller
- * is a scheduled coroutine (coro__scheduled_self), which thread is calling
- * (coro__thread_id), and a wait in the pump for the next post without
- * running anything (coro__sched_idle_wait).
+ * Built on the public API, plus two internal calls: a worker's wait in its
+ * pump for the next post, without running anything
+ * (coro__sched_idle_wait), and the calling thread's identity
+ * (coro__thread_id). coro_pool_call() is in pool_call.c.
  */
 #define _GNU_SOURCE
 #include "coro_impl.h"
@@ -402,54 +402,6 @@ int coro_pool_post(coro_pool *p, coro_post_fn fn, void *arg)
         free(t);
         finish_one(p);
     }
-    return err;
-}
-
-/* ── coro_pool_call ───────────────────────────────────────────────────── */
-
-/*
- * The call record lives on the caller's stack, with a manual-reset event
- * that the worker sets when the result is in. An event, not coro_wake():
- * a wake that arrives before the caller parks would stay behind as a
- * permit and make the caller's next, unrelated coro_park() return at once.
- * Setting the event is the worker's last touch of the record: the caller
- * cannot return (and its stack frame cannot go) before the set has
- * released the event's lock and delivered the wake-up.
- */
-struct pool_call {
-    coro_fn fn;
-    void *arg;
-    void *result;
-    coro_event done;
-};
-
-static void *call_body(void *arg)
-{
-    struct pool_call *call = arg;
-
-    call->result = call->fn(call->arg);
-    coro_event_set(&call->done);
-    return NULL;
-}
-
-int coro_pool_call(coro_pool *p, coro_fn fn, void *arg, void **result)
-{
-    struct pool_call call = {fn, arg, NULL, {0}};
-    int err;
-
-    if (p == NULL || fn == NULL)
-        return EINVAL;
-    if (coro__scheduled_self() == NULL)
-        return EPERM;
-    err = coro_event_init(&call.done, true, false);
-    if (err != 0)
-        return err;
-    err = coro_pool_go(p, call_body, &call);
-    if (err == 0)
-        err = coro_event_await(&call.done); /* parks: the pump runs others */
-    coro_event_destroy(&call.done);
-    if (err == 0 && result != NULL)
-        *result = call.result;
     return err;
 }
 

@@ -55,7 +55,7 @@
 
 /*
  * An entry of a scheduler's ready queue: a coroutine (embedded in struct
- * coro) or a post (embedded in sched.c's struct post).
+ * coro) or a post (embedded in struct post, sched_impl.h).
  */
 typedef struct coro_ready {
     struct coro_ready *next;  /* the next entry of the same priority */
@@ -88,13 +88,13 @@ typedef struct coro_remote {
  * on with compare-and-swap, from any thread (park.c). */
 enum { CORO_PARK_EMPTY, CORO_PARK_PERMIT, CORO_PARK_PARKED };
 
-/* The cancel word of a coroutine (bits; sched.c). CANCELED is set once and
- * never cleared. IN_FLIGHT: another thread's cancel request (the embedded
- * cancel_remote node) is in the scheduler's inbox, so the coroutine must
- * not be recycled before the pump has taken it in. FINISHED: the
- * coroutine is done; set by the owner with one atomic read-modify-write,
- * so a canceller either gets in before it (and its request will arrive)
- * or sees it (and returns EINVAL). */
+/* The cancel word of a coroutine (bits; shutdown.c). CANCELED is set once
+ * and never cleared. IN_FLIGHT: another thread's cancel request (the
+ * embedded cancel_remote node) is in the scheduler's inbox, so the
+ * coroutine must not be recycled before the pump has taken it in.
+ * FINISHED: the coroutine is done; set by the owner with one atomic
+ * read-modify-write, so a canceller either gets in before it (and its
+ * request will arrive) or sees it (and returns EINVAL). */
 enum {
     CORO_CANCEL_CANCELED = 1u << 0,
     CORO_CANCEL_IN_FLIGHT = 1u << 1,
@@ -278,20 +278,23 @@ void coro__sched_idle_wait(coro_sched *s);
 int coro__go_with_cleanup(coro_sched *s, coro_fn fn, void *arg,
                           coro_cleanup *cleanup);
 
-/* coro_cancel() of a coroutine of a scheduler (not finished, not NULL). */
+/* coro_cancel() of a coroutine of a scheduler (not finished, not NULL;
+ * shutdown.c). */
 int coro__sched_cancel(coro *c);
 
-/* Free the calling thread's cache of post nodes (coro_thread_detach()). */
+/* Free the calling thread's cache of post nodes (remote.c), for
+ * coro_thread_detach(). */
 void coro__post_cache_release(void);
 
 /* coro_post() that ignores the scheduler being closed: for the library's
  * own stop requests (looper.c, pool.c), which must get through. */
 int coro__post_always(coro_sched *s, coro_post_fn fn, void *arg);
 
-/* coro_sched_shutdown() with an absolute deadline. */
+/* coro_sched_shutdown() with an absolute deadline (shutdown.c). */
 size_t coro__sched_shutdown_until(coro_sched *s, uint64_t deadline);
 
-/* Async-signal-safe: mark `s` closed and push its close request. */
+/* Async-signal-safe: mark `s` closed and push its close request
+ * (shutdown.c). */
 void coro__sched_close_async(coro_sched *s);
 
 /* Forget every coro_sched_close_on_signal() registration of `s` (signal.c),
@@ -329,7 +332,7 @@ bool coro__inbox_empty(coro_inbox *in);
 void coro__inbox_wait(coro_inbox *in, uint64_t deadline);
 
 
-/* ── Waiting (sched.c), for park.c and event.c ────────────────────────── */
+/* ── Waiting (wait.c, remote.c), for park.c and event.c ───────────────── */
 
 /* The running coroutine leaves the ready queue until coro__make_ready()
  * (or its deadline, unless CORO_FOREVER). Returns its wait_result, or EPERM
@@ -346,7 +349,7 @@ void coro__make_ready(coro *c, int result);
 void coro__deliver_ready(coro *c);
 
 /* Ticks of the stats clock (the cycle counter where there is one), and
- * their conversion to nanoseconds (park.c). */
+ * their conversion to nanoseconds (stats.c). */
 uint64_t coro__ticks(void);
 uint64_t coro__ticks_to_ns(uint64_t ticks);
 
@@ -411,5 +414,11 @@ size_t coro__timers_pop_due(coro_timers *t, uint64_t now, coro **due,
 
 /* Free the heap's memory. */
 void coro__timers_free(coro_timers *t);
+
+/* ── The pool (pool.c), for pool_call.c ───────────────────────────────── */
+
+/* coro_pool_go(), with a hook for a task that never starts. */
+int coro__pool_go(coro_pool *p, coro_fn fn, void *arg,
+                  void (*dropped)(void *arg));
 
 #endif /* CORO_IMPL_H */

@@ -2,7 +2,7 @@
  * park.c — waiting for time or for a wake: sleep, park, wake.
  *
  * A coroutine that waits is taken out of the ready queue (coro__wait() in
- * sched.c) with a reason — sleep, park or event — and, if it has a
+ * wait.c) with a reason — sleep, park or event — and, if it has a
  * deadline, a timer. It comes back when coro__make_ready() queues it: the
  * pump does that when the timer fires, coro_wake() when the reason is park.
  *
@@ -58,8 +58,8 @@
  * there (one CASAL or LDAXR/STLXR pair).
  *
  * A cancel (this stage) ends any wait too, but only ever on the owner's
- * thread (sched.c, end_wait_canceled()): for a park it takes part in the
- * same race, moving PARKED -> EMPTY like a wake or a timeout.
+ * thread (shutdown.c, coro__end_wait_canceled()): for a park it takes
+ * part in the same race, moving PARKED -> EMPTY like a wake or a timeout.
  */
 #define _GNU_SOURCE
 #include "coro_impl.h"
@@ -73,81 +73,6 @@ uint64_t coro_now(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * CORO_SEC + (uint64_t)ts.tv_nsec;
-}
-
-/*
- * The statistics clock (coro_sched_stats()): the processor's cycle counter
- * where there is one — a few nanoseconds to read, against about twenty for
- * clock_gettime() — converted to nanoseconds with a rate measured once
- * against CLOCK_MONOTONIC.
- */
-uint64_t coro__ticks(void)
-{
-#if defined(__x86_64__)
-    uint32_t lo, hi;
-
-    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-    return (uint64_t)hi << 32 | lo;
-#elif defined(__aarch64__)
-    uint64_t ticks;
-
-    __asm__ volatile("mrs %0, cntvct_el0" : "=r"(ticks));
-    return ticks;
-#else
-    return coro_now();
-#endif
-}
-
-/* Nanoseconds per tick, found the first time it is needed. */
-static double ns_per_tick;
-static pthread_once_t ns_per_tick_once = PTHREAD_ONCE_INIT;
-
-/* One clock reading with the tick count taken right around it: the pair
- * is trusted only if both tick reads are close together (1,000 ticks:
- * well under a microsecond at the rates of real counters), so a thread
- * preempted between the two reads tries again instead of skewing the
- * rate. (A single unbracketed read was skewed by such a stall: in a CI
- * run under qemu on a loaded machine every statistic of one process read
- * about 3.5 times too low.) */
-static void clock_and_ticks(uint64_t *ns, uint64_t *ticks)
-{
-    for (int tries = 0;; tries++) {
-        uint64_t before = coro__ticks();
-
-        *ns = coro_now();
-        *ticks = coro__ticks();
-        if (*ticks - before < 1000 || tries == 100) {
-            *ticks = before + (*ticks - before) / 2;
-            return;
-        }
-    }
-}
-
-static void measure_ns_per_tick(void)
-{
-#if defined(__aarch64__)
-    /* The architecture states the counter's frequency: no measuring. */
-    uint64_t hz;
-
-    __asm__ volatile("mrs %0, cntfrq_el0" : "=r"(hz));
-    if (hz != 0) {
-        ns_per_tick = 1e9 / (double)hz;
-        return;
-    }
-#endif
-    uint64_t n0, t0, n1, t1;
-
-    clock_and_ticks(&n0, &t0);
-    do
-        clock_and_ticks(&n1, &t1);
-    while (n1 - n0 < 2 * CORO_MSEC);
-    ns_per_tick = t1 > t0 ? (double)(n1 - n0) / (double)(t1 - t0) : 1.0;
-}
-
-uint64_t coro__ticks_to_ns(uint64_t ticks)
-{
-    pthread_once(&ns_per_tick_once, measure_ns_per_tick);
-    return (uint64_t)((double)ticks * ns_per_tick);
 }
 
 uint64_t coro__deadline_after(uint64_t ns)

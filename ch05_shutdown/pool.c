@@ -23,14 +23,13 @@
  * start — they are counted as abandoned — and every worker runs
  * coro_sched_shutdown() on its own thread, against one deadline.
  *
- * Built on the public API, plus internal calls: whether the caller is a
- * scheduled coroutine (coro__scheduled_self), which thread is calling
- * (coro__thread_id), a wait in the pump for the next post
- * (coro__sched_idle_wait), cleanups embedded in the pool's own records
- * (coro__cleanup_push/pop, coro__go_with_cleanup), a stop request that
- * gets through a closed scheduler (coro__post_always), a cancel refusal
- * (coro__refuse_canceled), and a shutdown with an absolute deadline
- * (coro__sched_shutdown_until, coro__deadline_after).
+ * Built on the public API, plus internal calls: a worker's wait in its
+ * pump for the next post (coro__sched_idle_wait), the calling thread's
+ * identity (coro__thread_id), cleanups embedded in the pool's own records
+ * (coro__go_with_cleanup), a stop request that gets through a closed
+ * scheduler (coro__post_always), and a shutdown with an absolute deadline
+ * (coro__sched_shutdown_until, coro__deadline_after). coro_pool_call() is
+ * in pool_call.c.
  */
 #define _GNU_SOURCE
 #include "coro_impl.h"
@@ -459,9 +458,8 @@ coro_pool *coro_pool_create(size_t workers, bool use_caller)
 
 /* ── Handing work to the pool ─────────────────────────────────────────── */
 
-/* coro_pool_go(), with a hook for a task that never starts. */
-static int pool_go(coro_pool *p, coro_fn fn, void *arg,
-                   void (*dropped)(void *arg))
+int coro__pool_go(coro_pool *p, coro_fn fn, void *arg,
+                  void (*dropped)(void *arg))
 {
     struct pool_task *t;
 
@@ -489,7 +487,7 @@ static int pool_go(coro_pool *p, coro_fn fn, void *arg,
 
 int coro_pool_go(coro_pool *p, coro_fn fn, void *arg)
 {
-    return pool_go(p, fn, arg, NULL);
+    return coro__pool_go(p, fn, arg, NULL);
 }
 
 int coro_pool_go_on(coro_pool *p, size_t worker, coro_fn fn, void *arg)
@@ -543,108 +541,6 @@ int coro_pool_post(coro_pool *p, coro_post_fn fn, void *arg)
         finish_one(p);
     }
     pool_leave(p);
-    return err;
-}
-
-/* ── coro_pool_call ───────────────────────────────────────────────────── */
-
-/*
- * The call record is shared by the caller and the pool's coroutine, and
- * either may be the last to touch it: the caller may be cancelled and
- * leave while `fn` still runs, and the pool may finish after the caller
- * is gone. So it lives on the heap with two references, and the last one
- * released frees it.
- *
- * The pool's side sets `done`, a manual-reset event, when it finishes —
- * from a cleanup, so that a coroutine abandoned by a pool shutdown (or a
- * task that never starts) still wakes the caller, with ESHUTDOWN. An
- * event, not coro_wake(): a wake that arrives before the caller parks
- * would stay behind as a permit and make the caller's next, unrelated
- * coro_park() return at once.
- */
-struct pool_call {
-    coro_fn fn;
-    void *arg;
-    void *result;
-    int status;             /* ESHUTDOWN until fn has returned */
-    coro_event done;
-    _Atomic int references; /* the caller's and the pool's */
-    coro_cleanup pool_side; /* the pool coroutine's cleanup: call_finished */
-};
-
-static void call_release(void *arg)
-{
-    struct pool_call *call = arg;
-
-    if (atomic_fetch_sub(&call->references, 1) == 1) {
-        coro_event_destroy(&call->done);
-        free(call);
-    }
-}
-
-/* The pool's side is over, whether fn returned or not. */
-static void call_finished(void *arg)
-{
-    struct pool_call *call = arg;
-
-    coro_event_set(&call->done);
-    call_release(call);
-}
-
-static void *call_body(void *arg)
-{
-    struct pool_call *call = arg;
-
-    call->pool_side = (coro_cleanup){call_finished, call, NULL, false};
-    coro__cleanup_push(coro_self(), &call->pool_side);
-    call->result = call->fn(call->arg);
-    call->status = 0;
-    return NULL; /* call_finished() runs as the coroutine finishes */
-}
-
-int coro_pool_call(coro_pool *p, coro_fn fn, void *arg, void **result)
-{
-    coro *self = coro__scheduled_self();
-    coro_cleanup caller_side = {call_release, NULL, NULL, false};
-    struct pool_call *call;
-    int err;
-
-    if (p == NULL || fn == NULL)
-        return EINVAL;
-    if (self == NULL)
-        return EPERM;
-    if (coro_canceled())
-        return coro__refuse_canceled();
-    call = calloc(1, sizeof *call);
-    if (call == NULL)
-        return ENOMEM;
-    call->fn = fn;
-    call->arg = arg;
-    call->status = ESHUTDOWN;
-    atomic_init(&call->references, 2);
-    err = coro_event_init(&call->done, true, false);
-    if (err != 0) {
-        free(call);
-        return err;
-    }
-    err = pool_go(p, call_body, call, call_finished);
-    if (err != 0) {
-        coro_event_destroy(&call->done);
-        free(call);
-        return err;
-    }
-    /* If this coroutine is abandoned while it waits, its reference is
-     * released by the shutdown. */
-    caller_side.arg = call;
-    coro__cleanup_push(self, &caller_side);
-    err = coro_event_await(&call->done); /* parks: the pump runs others */
-    coro__cleanup_pop(self, &caller_side);
-    if (err == 0) {
-        err = call->status;
-        if (err == 0 && result != NULL)
-            *result = call->result;
-    }
-    call_release(call);
     return err;
 }
 

@@ -14,7 +14,7 @@
  *
  * Everything else — cancelling every coroutine — is done later by the
  * scheduler's own pump, on its own thread, when it takes the request in
- * (sched.c). The close request is embedded in the scheduler, so the
+ * (remote.c). The close request is embedded in the scheduler, so the
  * handler never allocates; an exchange on `close_sent` makes sure it is
  * pushed at most once.
  *

@@ -1,12 +1,13 @@
 /*
- * post_admit.pml — posts under a limit, across threads (sched.c).
+ * post_admit.pml — posts under a limit, across threads (remote.c,
+ * sched.c).
  *
  * Models:
- *   sched.c:post_admit()     load posts_pending, then a CAS before -> before+1
+ *   remote.c:post_admit()    load posts_pending, then a CAS before -> before+1
  *                            while before < max_posts; at the limit,
  *                            posts_rejected++ and refuse;
- *   sched.c:post_unadmit()   posts_pending--;
- *   sched.c:post_remote()    another thread's coro_post(): take a node
+ *   remote.c:post_unadmit()  posts_pending--;
+ *   remote.c:post_remote()   another thread's coro_post(): take a node
  *                            (post_node_get(), which may fail: ENOMEM),
  *                            then admit (refused: the node goes back,
  *                            EAGAIN), then push the post onto the inbox;

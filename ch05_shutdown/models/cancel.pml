@@ -1,11 +1,14 @@
 /*
  * cancel.pml — the cancel word and cancel requests from other threads
- * (coro.c, sched.c, park.c of this stage).
+ * (coro.c, the scheduler's sched.c, shutdown.c, remote.c and wait.c,
+ * park.c of this stage).
  *
  * Models:
  *   coro.c    coroutine_main()       the one fetch_or that sets FINISHED;
  *   sched.c   run_coroutine()        after a finish: `finished` = true, and
  *                                    owe() if a cancel request is IN_FLIGHT;
+ *   shutdown.c (and remote.c: take_in_cancel(), take_in(); wait.c:
+ *   timeout_wins(), coro__make_ready()):
  *             coro__sched_cancel()   from another thread: mark_canceled()
  *                                    with IN_FLIGHT (a compare-exchange loop
  *                                    that gives up on FINISHED or CANCELED),

@@ -1,36 +1,38 @@
 /*
  * close.pml — closing a scheduler against other threads' coro_go() and
- * coro_post() (sched.c of this stage).
+ * coro_post() (sched.c, remote.c and shutdown.c of this stage).
  *
  * Models:
- *   sched.c  sched_start() + start_remote()   another thread's coro_go():
- *                          the fast-path is_closed() check, then count in
- *                          (fetch_add `arriving`, seq_cst), then check
- *                          `closed` again (seq_cst load); the request is
- *                          pushed either way: START, or REFUSED_START
- *                          (ESHUTDOWN) carrying only its count back;
- *            post_checked() + post_admit() + post_remote()   another
- *                          thread's coro_post(): the same, counting in
- *                          `posts_pending` (a compare-exchange);
- *            coro__sched_close_async()   a close from another thread (or
+ *   sched.c  sched_start() + start_remote() (remote.c)   another thread's
+ *                          coro_go(): the fast-path is_closed() check,
+ *                          then count in (fetch_add `arriving`, seq_cst),
+ *                          then check `closed` again (seq_cst load); the
+ *                          request is pushed either way: START, or
+ *                          REFUSED_START (ESHUTDOWN) carrying only its
+ *                          count back;
+ *            post_checked() + post_admit() + post_remote() (remote.c)
+ *                          another thread's coro_post(): the same,
+ *                          counting in `posts_pending` (a
+ *                          compare-exchange);
+ *   shutdown.c coro__sched_close_async()   a close from another thread (or
  *                          a signal): seq_cst store of `closed`, push of
  *                          the close request;
  *            coro_sched_close()   on the owner: seq_cst store of
  *                          `closed`, then cancel_members();
- *            take_in() / take_in_start()   the owner takes requests in: a
+ *   remote.c take_in() / take_in_start()   the owner takes requests in: a
  *                          START moves from `arriving` to alive (cancelled
  *                          on arrival after a close, abandoned on arrival
  *                          once the shutdown abandons); the refused ones
  *                          give their count back; CLOSE runs
  *                          cancel_members();
- *            run_coroutine(), run_post()   (post_unadmit() gives the count
+ *   sched.c  run_coroutine(), run_post()   (post_unadmit() gives the count
  *                          back);
- *            coro__sched_shutdown_until(): close, pump_until() with the
+ *   shutdown.c coro__sched_shutdown_until(): close, pump_until() with the
  *                          deadline (work_remains() on every turn),
  *                          abandon_rest() (abandoning = true, abandon the
  *                          alive, run the posts, then wait, with no
  *                          deadline, until no work remains);
- *            coro_sched_destroy(): drain the inbox, EBUSY while work
+ *   sched.c  coro_sched_destroy(): drain the inbox, EBUSY while work
  *                          remains, else free.
  *
  * The actors: the owner's thread (it pumps for a while, then calls

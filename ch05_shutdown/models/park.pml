@@ -1,6 +1,6 @@
 /*
  * park.pml — the park/wake permit across threads (park.c, and the
- * timeout's side of it in sched.c).
+ * timeout's side of it in wait.c).
  *
  * Models:
  *   coro_park_until()  the exchange that takes a permit, the compare-

@@ -1,20 +1,20 @@
 /*
  * returned.pml — the nodes of other threads' posts travel back
- * (sched.c: the comment above post_node_get()).
+ * (remote.c: the comment above post_node_get()).
  *
  * Models:
- *   sched.c:post_node_get()     a producer takes a node from its thread's
+ *   remote.c:post_node_get()    a producer takes a node from its thread's
  *                               cache; with the cache empty it takes the
  *                               scheduler's whole `returned` stack with one
  *                               exchange (acquire) and uses its top; with
  *                               that empty too, malloc();
- *   sched.c:post_node_put()     a refused post (EAGAIN): the node goes back
+ *   remote.c:post_node_put()    a refused post (EAGAIN): the node goes back
  *                               onto the producer's own cache (plain
  *                               stores: the cache is thread-local);
- *   sched.c:post_remote()       the post with its node goes to the pump
+ *   remote.c:post_remote()      the post with its node goes to the pump
  *                               through the inbox (a locked CAS: drains the
  *                               producer's store buffer);
- *   sched.c:post_node_return()  the pump, having run the post (run_post()),
+ *   remote.c:post_node_return() the pump, having run the post (run_post()),
  *                               pushes the node onto `returned`:
  *                               p->next_free = head, CAS(head -> p), release.
  *

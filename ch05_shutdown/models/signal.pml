@@ -1,7 +1,7 @@
 /*
  * signal.pml — the signal registry: a signal closes the schedulers
  * registered for it, and a handler never touches one already freed
- * (signal.c, and the pump's side in sched.c and inbox.c).
+ * (signal.c, and the pump's side in shutdown.c and inbox.c).
  *
  * Models:
  *   signal.c:coro_sched_close_on_signal()  under registry_lock: a free
@@ -10,7 +10,7 @@
  *   signal.c:close_registered()  the handler: handlers_running++, for the
  *                slot: signo? then sched, coro__sched_close_async(s),
  *                handlers_running--;
- *   sched.c:coro__sched_close_async()  closed = true (seq_cst), the
+ *   shutdown.c:coro__sched_close_async()  closed = true (seq_cst), the
  *                exchange on close_sent, the push of the embedded close
  *                request;
  *   inbox.c:coro__inbox_push()  the compare-exchange on the head, then

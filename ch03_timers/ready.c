@@ -1,0 +1,91 @@
+/*
+ * ready.c — the ready queue: what the pump runs next.
+ *
+ *   ready queue, highest priority first:
+ *     prio 5: [c7]
+ *     prio 0: [c1] -> [post] -> [c4] -> ...
+ *     prio -1: [c2]
+ *
+ * The queue is a list of levels, one per priority that has entries, sorted
+ * highest first; each level is a FIFO of entries. Pushing walks the levels
+ * (O(number of distinct priorities queued), O(1) in the usual case of one
+ * priority); popping takes the front of the first level (O(1)).
+ *
+ * Invariant (no allocation on the pump's path): a push may need a new level
+ * object, and requeueing a coroutine that yielded must never fail. So the
+ * scheduler owns at least as many level objects as entries that can be
+ * queued at once (alive coroutines + pending posts): each coro_go(),
+ * coro_spawn() and coro_post() reserves one before it is accepted.
+ *
+ * Owns: the levels (in use and spare) of struct coro_sched. Thread: the
+ * scheduler's owner only, like everything of the queue.
+ */
+#include "sched_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+int coro__levels_reserve(coro_sched *s, size_t needed)
+{
+    while (s->levels_owned < needed) {
+        struct ready_level *level = malloc(sizeof *level);
+
+        if (level == NULL)
+            return ENOMEM;
+        level->lower = s->spare_levels;
+        s->spare_levels = level;
+        s->levels_owned++;
+    }
+    return 0;
+}
+
+void coro__ready_push(coro_sched *s, coro_ready *entry, int priority)
+{
+    struct ready_level **link = &s->levels;
+    struct ready_level *level;
+
+    while (*link != NULL && (*link)->priority > priority)
+        link = &(*link)->lower;
+    level = *link;
+    if (level == NULL || level->priority != priority) {
+        level = s->spare_levels; /* never NULL: see the invariant */
+        if (level == NULL)
+            abort();
+        s->spare_levels = level->lower;
+        level->priority = priority;
+        level->head = level->tail = NULL;
+        level->lower = *link;
+        *link = level;
+    }
+    entry->next = NULL;
+    if (level->tail != NULL)
+        level->tail->next = entry;
+    else
+        level->head = entry;
+    level->tail = entry;
+    s->ready_count++;
+}
+
+coro_ready *coro__ready_pop(coro_sched *s)
+{
+    struct ready_level *level = s->levels;
+    coro_ready *entry;
+
+    if (level == NULL)
+        return NULL;
+    entry = level->head;
+    level->head = entry->next;
+    s->ready_count--;
+    if (level->head == NULL) {
+        s->levels = level->lower;
+        level->lower = s->spare_levels;
+        s->spare_levels = level;
+    }
+    return entry;
+}
+
+void coro__queue_coroutine(coro_sched *s, coro *c)
+{
+    c->queued = true;
+    coro__ready_push(s, &c->ready, c->priority);
+}

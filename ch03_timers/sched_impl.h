@@ -1,0 +1,131 @@
+/*
+ * sched_impl.h — the scheduler's own header: struct coro_sched, and the
+ * calls its files make to each other. Not for users, and not for the
+ * rest of the library either (coro_impl.h is what every file shares).
+ *
+ * The scheduler is one concept in a few files, one part each, the way
+ * xv6 pairs proc.h with proc.c:
+ *
+ *   sched.c   creating work, the pump (run / step), the scheduler itself
+ *   ready.c   the ready queue: one FIFO per priority, and its invariant
+ *   cache.c   stacks: finished coroutines ("shells") kept for reuse, the
+ *             stack size, dense stacks
+ *   wait.c    waiting: out of the ready queue until a timer fires or
+ *             something makes the coroutine ready again
+ *
+ * A scheduler belongs to the thread that created it (`owner`), and every
+ * function declared here runs on that thread.
+ */
+#ifndef CORO_SCHED_IMPL_H
+#define CORO_SCHED_IMPL_H
+
+#include "coro_impl.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One priority's FIFO of ready entries. */
+struct ready_level {
+    int priority;
+    coro_ready *head, *tail;
+    struct ready_level *lower; /* the next level: a strictly lower priority */
+};
+
+/* A queued function. */
+struct post {
+    coro_ready ready; /* ready.coroutine == NULL */
+    coro_post_fn fn;
+    void *arg;
+    struct post *next_free;
+};
+
+struct coro_sched {
+    const void *owner;          /* the owning thread (coro__thread_id()) */
+    bool pumping;               /* run or step is on the stack */
+    coro *pump_caller;          /* coro_self() where the pump was entered */
+
+    /* The ready queue (see the invariant at the top of ready.c). */
+    struct ready_level *levels; /* levels with entries, highest first */
+    struct ready_level *spare_levels;
+    size_t levels_owned;        /* in use + spare */
+    size_t ready_count;         /* entries in the ready queue */
+    coro_timers timers;         /* waiting coroutines with a deadline */
+
+    size_t alive;               /* coroutines created, not yet finished */
+    size_t handles;             /* joinable coroutines not yet destroyed */
+    size_t posts_pending;       /* accepted posts not yet run */
+    size_t max_posts;           /* SIZE_MAX: unlimited */
+    size_t posts_rejected;      /* coro_post() calls refused with EAGAIN */
+    struct post *spare_posts;
+
+    /* Stacks: finished coroutines (struct and stack) kept for reuse. */
+    size_t stack_size;
+    coro *cache;
+    size_t cached;
+    coro_dense *dense;          /* non-NULL: dense stacks are on */
+};
+
+/* ── The ready queue (ready.c) ────────────────────────────────────────── */
+
+/* Make sure the scheduler owns `needed` level objects (the invariant).
+ * Returns 0 or ENOMEM. */
+int coro__levels_reserve(coro_sched *s, size_t needed);
+
+/* Queue an entry behind every entry of the same or higher priority. Never
+ * fails: the caller reserved its level. */
+void coro__ready_push(coro_sched *s, coro_ready *entry, int priority);
+
+/* Take the front entry, or NULL if nothing is ready. */
+coro_ready *coro__ready_pop(coro_sched *s);
+
+/* Queue the coroutine `c` at its priority (c->queued: in the queue). */
+void coro__queue_coroutine(coro_sched *s, coro *c);
+
+/* ── Stacks (cache.c) ─────────────────────────────────────────────────── */
+
+/* Free a cached coroutine for good. */
+void coro__shell_free(coro *c);
+
+/* A new coroutine with a stack of its own, dense or guarded; NULL if out
+ * of memory. */
+coro *coro__shell_new(coro_sched *s);
+
+/* A coroutine with a stack: from the cache (*reused = true), or new; NULL
+ * if out of memory. */
+coro *coro__shell_get(coro_sched *s, bool *reused);
+
+/* A finished coroutine goes back to the cache (or, past its limit, away). */
+void coro__shell_put(coro_sched *s, coro *c);
+
+/* Release every cached guarded stack (its size changed, or destroy). */
+void coro__cache_flush(coro_sched *s);
+
+/* ── Waiting (wait.c) ─────────────────────────────────────────────────── */
+
+/* Move every coroutine whose deadline has come to the ready queue, in
+ * deadline order. A sleep ends normally; a park or event wait times out. */
+void coro__fire_due_timers(coro_sched *s);
+
+/* ── The pump (sched.c), in steps ─────────────────────────────────────── */
+
+/* Whether this thread may drive `s` now: it owns it and is not already
+ * inside its pump. */
+bool coro__may_pump(const coro_sched *s);
+
+/* Enter / leave the pump of `s`; enter returns the scheduler that was
+ * pumping on this thread before, for leave to restore. */
+coro_sched *coro__pump_enter(coro_sched *s);
+void coro__pump_leave(coro_sched *s, coro_sched *outer);
+
+/* Run the front entry, if any; false if nothing was ready. The caller
+ * holds the pump (s->pumping). */
+bool coro__run_one(coro_sched *s);
+
+/* Run until nothing is alive and no post is pending (0), or, with
+ * `until_deadline`, until `deadline` (ETIMEDOUT); the thread sleeps while
+ * nothing is ready, and without a deadline EDEADLK means nothing is ready
+ * and no timer is left to wake anyone. The caller holds the pump. */
+int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline);
+
+#endif /* CORO_SCHED_IMPL_H */

@@ -1,0 +1,251 @@
+/*
+ * remote.c — requests from other threads.
+ *
+ *   another thread:                          the owner's pump, every turn:
+ *     coro_go / coro_spawn ──> START  ─┐
+ *     coro_post            ──> POST   ─┼──> inbox ──> coro__drain_inbox():
+ *     coro_wake, event set ──> READY  ─┘               take_in() each one
+ *
+ * Other threads (this stage) never touch the scheduler's structures. They
+ * push requests onto the scheduler's inbox (inbox.c) — a coroutine to
+ * start, a post, a parked coroutine to make ready — and the pump moves
+ * them in with coro__drain_inbox() at the top of every turn. The few
+ * fields other threads do read or write are atomics, marked "shared" in
+ * struct coro_sched (sched_impl.h).
+ *
+ * Owns: the inbox and the backlog of struct coro_sched, the post nodes
+ * that travel between threads (`returned`, and each thread's cache), and
+ * the admission count of posts (posts_pending, posts_rejected). Thread:
+ * coro__start_remote(), coro__post_admit() / _unadmit(),
+ * coro__post_remote() and coro__deliver_ready() run on any thread; the
+ * rest on the owner's.
+ */
+#define _GNU_SOURCE
+#include "sched_impl.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+/* ── Starting a coroutine from another thread ─────────────────────────── */
+
+int coro__start_remote(coro_sched *s, coro_fn fn, void *arg, bool detached,
+                       coro **out)
+{
+    coro *c = coro__shell_new(s);
+
+    if (c == NULL)
+        return ENOMEM;
+    coro__prepare(c, fn, arg, false);
+    coro__init_scheduled(s, c, detached);
+    c->remote.kind = CORO_REMOTE_START;
+    atomic_fetch_add_explicit(&s->arriving, 1, memory_order_relaxed);
+    *out = c;
+    coro__inbox_push(&s->inbox, &c->remote); /* c is the owner's now */
+    return 0;
+}
+
+/* ── Posts from any thread ────────────────────────────────────────────── */
+
+/* Count one more pending post if the limit allows it. Any thread: the
+ * count is one atomic, so the limit holds across threads. A CAS, not an
+ * add-then-undo: the count must never move up and back down without a
+ * request behind it, or a pump that saw it up would wait for a post that
+ * never comes. */
+bool coro__post_admit(coro_sched *s)
+{
+    size_t before = atomic_load_explicit(&s->posts_pending,
+                                         memory_order_relaxed);
+
+    do {
+        if (before >= s->max_posts) {
+            atomic_fetch_add_explicit(&s->posts_rejected, 1,
+                                      memory_order_relaxed);
+            return false;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(
+        &s->posts_pending, &before, before + 1, memory_order_relaxed,
+        memory_order_relaxed));
+    return true;
+}
+
+void coro__post_unadmit(coro_sched *s)
+{
+    atomic_fetch_sub_explicit(&s->posts_pending, 1, memory_order_relaxed);
+}
+
+/*
+ * Nodes for posts from other threads. A post from another thread is
+ * allocated on the producer's thread and run on the pump's; with malloc()
+ * and free() every post would be a free() of another thread's memory,
+ * which the allocator handles slowly (its per-thread caches do not help).
+ * So nodes travel back instead:
+ *
+ *   producer: node = its thread's cache, else take the scheduler's whole
+ *             `returned` stack into its cache (one exchange), else malloc
+ *   pump:     after running the post, push its node onto `returned`
+ *
+ * `returned` sees only single pushes and take-everything exchanges, never
+ * a pop of one node, so the lock-free stack has no ABA problem (the same
+ * reasoning as the inbox). Nodes are all alike: a cache may feed posts to
+ * any scheduler. A thread's cache is freed when the thread exits or calls
+ * coro_thread_detach().
+ */
+static _Thread_local struct post *post_cache;
+static pthread_once_t post_cache_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t post_cache_key;
+
+static void post_cache_free(void *unused)
+{
+    (void)unused;
+    while (post_cache != NULL) {
+        struct post *p = post_cache;
+        post_cache = p->next_free;
+        free(p);
+    }
+}
+
+static void post_cache_key_create(void)
+{
+    (void)pthread_key_create(&post_cache_key, post_cache_free);
+}
+
+void coro__post_cache_release(void)
+{
+    post_cache_free(NULL);
+}
+
+static struct post *post_node_get(coro_sched *s)
+{
+    struct post *p = post_cache;
+
+    if (p == NULL) {
+        /* acquire: the pump's last writes to these nodes come first. */
+        p = atomic_exchange_explicit(&s->returned, NULL, memory_order_acquire);
+        if (p == NULL)
+            return malloc(sizeof *p);
+        pthread_once(&post_cache_key_once, post_cache_key_create);
+        pthread_setspecific(post_cache_key, &post_cache); /* freed at exit */
+    }
+    post_cache = p->next_free;
+    return p;
+}
+
+static void post_node_put(struct post *p)
+{
+    p->next_free = post_cache;
+    post_cache = p;
+}
+
+void coro__post_node_return(coro_sched *s, struct post *p)
+{
+    struct post *head = atomic_load_explicit(&s->returned,
+                                             memory_order_relaxed);
+
+    do {
+        p->next_free = head;
+    } while (!atomic_compare_exchange_weak_explicit(
+        &s->returned, &head, p, memory_order_release, memory_order_relaxed));
+}
+
+/* A post from another thread: its node is taken before it is counted, so
+ * that once counted it always reaches the owner. */
+int coro__post_remote(coro_sched *s, coro_post_fn fn, void *arg)
+{
+    struct post *p = post_node_get(s);
+
+    if (p == NULL)
+        return ENOMEM;
+    if (!coro__post_admit(s)) {
+        post_node_put(p);
+        return EAGAIN;
+    }
+    p->from_other_thread = true;
+    p->ready.coroutine = NULL;
+    p->fn = fn;
+    p->arg = arg;
+    p->remote.kind = CORO_REMOTE_POST;
+    coro__inbox_push(&s->inbox, &p->remote);
+    return 0;
+}
+
+/* ── Requests from other threads ──────────────────────────────────────── */
+
+static coro *remote_coroutine(coro_remote *r)
+{
+    return (coro *)((char *)r - offsetof(coro, remote));
+}
+
+static struct post *remote_post(coro_remote *r)
+{
+    return (struct post *)((char *)r - offsetof(struct post, remote));
+}
+
+/* Take one request in. Returns false if memory for it is lacking (the
+ * caller keeps it for later). */
+static bool take_in(coro_sched *s, coro_remote *r)
+{
+    coro *c;
+
+    switch (r->kind) {
+    case CORO_REMOTE_START:
+        if (coro__reserve_one_more(s) != 0)
+            return false;
+        c = remote_coroutine(r);
+        coro__alive_add(s, +1); /* counted here before it leaves `arriving` */
+        atomic_fetch_sub_explicit(&s->arriving, 1, memory_order_release);
+        if (!c->detached)
+            s->handles++;
+        coro__queue_coroutine(s, c);
+        return true;
+    case CORO_REMOTE_READY:
+        coro__make_ready(remote_coroutine(r), 0);
+        return true;
+    case CORO_REMOTE_POST:
+        if (coro__levels_reserve(s, coro__alive_count(s) +
+                                        coro__posts_pending(s)) != 0)
+            return false;
+        coro__ready_push(s, &remote_post(r)->ready, 0);
+        return true;
+    }
+    abort(); /* no other kind exists */
+}
+
+void coro__drain_inbox(coro_sched *s)
+{
+    coro_remote *list, *tail;
+
+    if (s->backlog == NULL && coro__inbox_empty(&s->inbox))
+        return; /* the common case: one atomic load */
+    list = coro__inbox_take(&s->inbox);
+    if (s->backlog != NULL) {
+        for (tail = s->backlog; tail->next != NULL; tail = tail->next)
+            continue;
+        tail->next = list;
+        list = s->backlog;
+    }
+    while (list != NULL) {
+        coro_remote *next = list->next;
+
+        if (!take_in(s, list))
+            break; /* out of memory: keep the rest for the next turn */
+        list = next;
+    }
+    s->backlog = list;
+}
+
+void coro__deliver_ready(coro *c)
+{
+    if (coro__on_owner_thread(c)) {
+        coro__make_ready(c, 0);
+        return;
+    }
+    c->remote.kind = CORO_REMOTE_READY;
+    coro__inbox_push(&c->sched->inbox, &c->remote);
+}
+
+bool coro__on_owner_thread(const coro *c)
+{
+    return c->owner == coro__thread_id();
+}

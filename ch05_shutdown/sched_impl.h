@@ -1,0 +1,280 @@
+/*
+ * sched_impl.h — the scheduler's own header: struct coro_sched, and the
+ * calls its files make to each other. Not for users, and not for the
+ * rest of the library either (coro_impl.h is what every file shares).
+ *
+ * The scheduler is one concept in a few files, one part each, the way
+ * xv6 pairs proc.h with proc.c:
+ *
+ *   sched.c   creating work, the pump (run / step), the scheduler itself
+ *   ready.c   the ready queue: one FIFO per priority, and its invariant
+ *   cache.c   stacks: finished coroutines ("shells") kept for reuse, the
+ *             stack size, dense stacks
+ *   wait.c    waiting: out of the ready queue until a timer fires or
+ *             something makes the coroutine ready again
+ *   remote.c  other threads' requests: starts, posts and wakes through
+ *             the inbox, and the post nodes that travel back
+ *   shutdown.c
+ *             stopping: the members, cancel and close, abandon, and
+ *             shutdown
+ *   stats.c   statistics: timing the pump's resumes, and the tick clock
+ *
+ * A scheduler belongs to the thread that created it (`owner`), and every
+ * function declared here runs on that thread unless it says "any thread".
+ * The few fields other threads do read or write are atomics, marked
+ * "shared" below.
+ */
+#ifndef CORO_SCHED_IMPL_H
+#define CORO_SCHED_IMPL_H
+
+#include "coro_impl.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One priority's FIFO of ready entries. */
+struct ready_level {
+    int priority;
+    coro_ready *head, *tail;
+    struct ready_level *lower; /* the next level: a strictly lower priority */
+};
+
+/* A queued function. */
+struct post {
+    coro_ready ready;   /* ready.coroutine == NULL */
+    coro_remote remote; /* its request, when posted from another thread */
+    coro_post_fn fn;
+    void *arg;
+    bool from_other_thread; /* its node goes back to the producers */
+    struct post *next_free;
+};
+
+struct coro_sched {
+    const void *owner;          /* the owning thread (coro__thread_id()) */
+    bool pumping;               /* run or step is on the stack */
+    coro *pump_caller;          /* coro_self() where the pump was entered */
+
+    /* The ready queue (see the invariant at the top of ready.c). */
+    struct ready_level *levels; /* levels with entries, highest first */
+    struct ready_level *spare_levels;
+    size_t levels_owned;        /* in use + spare */
+    size_t ready_count;         /* entries in the ready queue */
+    coro_timers timers;         /* waiting coroutines with a deadline */
+
+    /* Counts. alive_local is written by the owner only (no atomic
+     * read-modify-write on the pump's path); coroutines created on other
+     * threads count in `arriving` until the pump takes them in. */
+    _Atomic size_t alive_local; /* shared: started here, not finished */
+    _Atomic size_t arriving;    /* shared: sent by other threads */
+    size_t handles;             /* joinable coroutines not yet destroyed */
+    _Atomic size_t posts_pending; /* shared: accepted posts not yet run */
+    size_t max_posts;           /* SIZE_MAX: unlimited (never changes) */
+    _Atomic size_t posts_rejected; /* shared: refused with EAGAIN */
+    struct post *spare_posts;
+    size_t spare_count;         /* entries in spare_posts */
+
+    /* Other threads' requests, and those the pump could not take in yet
+     * for lack of memory (it retries; nothing accepted is dropped). */
+    coro_inbox inbox;
+    coro_remote *backlog;
+    _Atomic(struct post *) returned; /* shared: other threads' posts, run:
+                                        their nodes, for producers to reuse */
+
+    /* Stopping. */
+    atomic_bool closed;         /* shared: no new work (ESHUTDOWN) */
+    atomic_bool close_sent;     /* shared: close_remote was pushed (once) */
+    coro_remote close_remote;   /* another thread's (or a signal's) close */
+    coro *members;              /* alive, or done and not destroyed */
+    size_t owed;                /* requests still owed to finished ones */
+    bool abandoning;            /* shutdown's grace is over */
+    bool shut_down;             /* shutdown done: destroy frees handles */
+    size_t abandoned;           /* coroutines abandoned, ever */
+
+    /* Statistics, in ticks of coro__ticks(); owner only. A resume is
+     * timed from its start to the pump's next clock reading (the next
+     * resume, a post, or the pump going idle): one reading per turn. */
+    uint64_t ticks_hint;        /* the pump's latest reading */
+    uint64_t resume_start;      /* of the resume being timed */
+    bool resume_open;           /* a resume is being timed */
+    coro *requeued;             /* it yielded: ready from when timing ends */
+    uint64_t resumes;
+    uint64_t longest_resume;
+    uint64_t latency_samples;   /* resumes whose wait was measured */
+    uint64_t latency_max;
+    uint64_t latency_sum;
+
+    /* Stacks: finished coroutines (struct and stack) kept for reuse. */
+    _Atomic size_t stack_size;  /* shared: read by other threads' coro_go */
+    coro *cache;
+    size_t cached;
+    /* Shared: non-NULL once dense stacks are on; other threads' coro_go
+     * carves from it. Set once by the owner and never replaced or freed
+     * before the scheduler is: coro_sched_set_stack_size() resizes it in
+     * place. */
+    _Atomic(coro_dense *) dense;
+};
+
+/* ── Counts (sched.c) ─────────────────────────────────────────────────── */
+
+/* Any thread: coroutines alive, created (here or elsewhere) and not
+ * finished. */
+size_t coro__alive_count(const coro_sched *s);
+
+/* Owner only: add `delta` (+1 or -1) to alive_local without an atomic
+ * read-modify-write (nobody else writes it). */
+void coro__alive_add(coro_sched *s, int delta);
+
+/* Any thread: accepted posts not yet run. */
+size_t coro__posts_pending(const coro_sched *s);
+
+/* Whether anything is left to do: coroutines alive, posts pending, or a
+ * request still owed to a finished coroutine (it must arrive before the
+ * coroutine's memory is reused or freed). */
+bool coro__work_remains(const coro_sched *s);
+
+/* Any thread: whether the calling thread owns `s`. */
+bool coro__sched_on_owner_thread(const coro_sched *s);
+
+/* Room for one more queued entry (and timer): the invariant. Returns 0 or
+ * ENOMEM. */
+int coro__reserve_one_more(coro_sched *s);
+
+/* Any thread: fill in what a coroutine of `s` needs besides
+ * coro__prepare(). */
+void coro__init_scheduled(coro_sched *s, coro *c, bool detached);
+
+/* ── The ready queue (ready.c) ────────────────────────────────────────── */
+
+/* Make sure the scheduler owns `needed` level objects (the invariant).
+ * Returns 0 or ENOMEM. */
+int coro__levels_reserve(coro_sched *s, size_t needed);
+
+/* Queue an entry behind every entry of the same or higher priority. Never
+ * fails: the caller reserved its level. */
+void coro__ready_push(coro_sched *s, coro_ready *entry, int priority);
+
+/* Take the front entry, or NULL if nothing is ready. */
+coro_ready *coro__ready_pop(coro_sched *s);
+
+/* Queue the coroutine `c` at its priority (c->queued: in the queue), and
+ * stamp when it became ready (stats). */
+void coro__queue_coroutine(coro_sched *s, coro *c);
+
+/* ── Stacks (cache.c) ─────────────────────────────────────────────────── */
+
+/* Free a cached coroutine for good. */
+void coro__shell_free(coro *c);
+
+/* Any thread: a new coroutine with a stack of its own, dense or guarded;
+ * NULL if out of memory. */
+coro *coro__shell_new(coro_sched *s);
+
+/* A coroutine with a stack: from the cache (*reused = true), or new; NULL
+ * if out of memory. */
+coro *coro__shell_get(coro_sched *s, bool *reused);
+
+/* A finished coroutine goes back to the cache (or, past its limit, away). */
+void coro__shell_put(coro_sched *s, coro *c);
+
+/* Release every cached guarded stack (its size changed, or destroy). */
+void coro__cache_flush(coro_sched *s);
+
+/* The dense object (NULL: dense stacks are off), read on the owner's
+ * thread. */
+coro_dense *coro__owner_dense(const coro_sched *s);
+
+/* ── Waiting (wait.c) ─────────────────────────────────────────────────── */
+
+/* Move every coroutine whose deadline has come to the ready queue, in
+ * deadline order. A sleep ends normally; a park or event wait times out. */
+void coro__fire_due_timers(coro_sched *s);
+
+/* ── Other threads' requests (remote.c) ───────────────────────────────── */
+
+/* Another thread's coro_go/coro_spawn: build the coroutine here, with a
+ * stack of its own (the cache is the owner's), and send it over. */
+int coro__start_remote(coro_sched *s, coro_fn fn, void *arg, bool detached,
+                       coro_cleanup *cleanup, coro **out);
+
+/* Any thread: count one more pending post if the limit allows it (false:
+ * refused, and counted in posts_rejected). */
+bool coro__post_admit(coro_sched *s);
+
+/* Any thread: one pending post fewer (run, or refused after admission). */
+void coro__post_unadmit(coro_sched *s);
+
+/* coro_post() on a thread other than the owner's: through the inbox.
+ * Returns 0 or an errno value. */
+int coro__post_remote(coro_sched *s, coro_post_fn fn, void *arg,
+                      bool even_if_closed);
+
+/* The pump, done with another thread's post: its node goes back. */
+void coro__post_node_return(coro_sched *s, struct post *p);
+
+/* Move every request from the inbox (after any backlog) into the ready
+ * queue, oldest first. */
+void coro__drain_inbox(coro_sched *s);
+
+/* ── Stopping (shutdown.c) ────────────────────────────────────────────── */
+
+/* Add `c` to / take it off the scheduler's list of members (alive, or
+ * done and not destroyed). */
+void coro__member_link(coro_sched *s, coro *c);
+void coro__member_unlink(coro_sched *s, coro *c);
+
+/* A finished coroutine leaves the scheduler if nobody holds it any more:
+ * no handle (detached) and no request on its way to it (owed). */
+void coro__retire_if_released(coro_sched *s, coro *c);
+
+/* One more request will arrive for the finished coroutine `c`. */
+void coro__owe(coro_sched *s, coro *c);
+
+/* A request owed to `c` has arrived. */
+void coro__owed_paid(coro_sched *s, coro *c);
+
+/* Any thread: whether `s` is closed (no new work: ESHUTDOWN). */
+bool coro__is_closed(const coro_sched *s);
+
+/* `c` was cancelled; if it waits, end the wait with ECANCELED. */
+void coro__end_wait_canceled(coro *c);
+
+/* Cancel every alive coroutine. */
+void coro__cancel_members(coro_sched *s);
+
+/* Abandon `c`, alive and suspended: it will never be resumed. */
+void coro__abandon_one(coro_sched *s, coro *c);
+
+/* ── Statistics (stats.c) ─────────────────────────────────────────────── */
+
+/* A reading of the stats clock for "became ready now". */
+uint64_t coro__ready_stamp(const coro_sched *s);
+
+/* A resume of `c` starts: end the previous timing, measure how long `c`
+ * waited, and start timing `c`. */
+void coro__timing_open(coro_sched *s, coro *c);
+
+/* The pump turns to something else than a resume (a post, or sleep). */
+void coro__timing_pause(coro_sched *s);
+
+/* ── The pump (sched.c), in steps ─────────────────────────────────────── */
+
+/* Whether this thread may drive `s` now: it owns it and is not already
+ * inside its pump. */
+bool coro__may_pump(const coro_sched *s);
+
+/* Enter / leave the pump of `s`; enter returns the scheduler that was
+ * pumping on this thread before, for leave to restore. */
+coro_sched *coro__pump_enter(coro_sched *s);
+void coro__pump_leave(coro_sched *s, coro_sched *outer);
+
+/* Run the front entry, if any; false if nothing was ready. The caller
+ * holds the pump (s->pumping). */
+bool coro__run_one(coro_sched *s);
+
+/* Run while coro__work_remains() (then 0), or, with `until_deadline`,
+ * until `deadline` (ETIMEDOUT); the thread sleeps while nothing is ready.
+ * The caller holds the pump. */
+int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline);
+
+#endif /* CORO_SCHED_IMPL_H */
