@@ -23,6 +23,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+/* Run posts kept for reuse, at most. */
+enum { SPARE_POSTS_MAX = 1024 };
+
 /* The scheduler whose pump is running on this thread (innermost). */
 static _Thread_local coro_sched *pumping_now;
 
@@ -100,10 +103,12 @@ int coro_post(coro_sched *s, coro_post_fn fn, void *arg)
     if (coro__levels_reserve(s, s->alive + s->posts_pending + 1) != 0)
         return ENOMEM;
     p = s->spare_posts;
-    if (p != NULL)
+    if (p != NULL) {
         s->spare_posts = p->next_free;
-    else if ((p = malloc(sizeof *p)) == NULL)
+        s->spare_count--;
+    } else if ((p = malloc(sizeof *p)) == NULL) {
         return ENOMEM;
+    }
     p->ready.coroutine = NULL;
     p->fn = fn;
     p->arg = arg;
@@ -136,8 +141,13 @@ static void run_post(coro_sched *s, struct post *p)
     coro_post_fn fn = p->fn;
     void *arg = p->arg;
 
-    p->next_free = s->spare_posts;
-    s->spare_posts = p;
+    if (s->spare_count < SPARE_POSTS_MAX) {
+        p->next_free = s->spare_posts;
+        s->spare_posts = p;
+        s->spare_count++;
+    } else {
+        free(p);
+    }
     s->posts_pending--;
     fn(s, arg);
 }

@@ -58,6 +58,7 @@ struct coro_sched {
     size_t max_posts;           /* SIZE_MAX: unlimited */
     size_t posts_rejected;      /* coro_post() calls refused with EAGAIN */
     struct post *spare_posts;
+    size_t spare_count;         /* entries in spare_posts */
 
     /* Stacks: finished coroutines (struct and stack) kept for reuse. */
     size_t stack_size;

@@ -6,7 +6,7 @@
  *     coro_post            ──> POST   ─┼──> inbox ──> coro__drain_inbox():
  *     coro_wake, event set ──> READY  ─┘               take_in() each one
  *
- * Other threads (this stage) never touch the scheduler's structures. They
+ * Other threads (chapter 4) never touch the scheduler's structures. They
  * push requests onto the scheduler's inbox (inbox.c) — a coroutine to
  * start, a post, a parked coroutine to make ready — and the pump moves
  * them in with coro__drain_inbox() at the top of every turn. The few

@@ -18,7 +18,7 @@
  * same reason as the ready queue's levels (the invariant in ready.c):
  * coro_sleep() cannot fail for lack of memory.
  *
- * A wake or an event set from another thread (this stage) races with the
+ * A wake or an event set from another thread (chapter 4) races with the
  * timeout: timeout_wins() takes part in the race, and only the winner
  * makes the coroutine ready. A wake that wins arrives through the inbox
  * (remote.c).

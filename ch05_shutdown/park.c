@@ -57,7 +57,7 @@
  * both sides) holds; a lock-free read-modify-write costs about the same
  * there (one CASAL or LDAXR/STLXR pair).
  *
- * A cancel (this stage) ends any wait too, but only ever on the owner's
+ * A cancel (chapter 5) ends any wait too, but only ever on the owner's
  * thread (shutdown.c, coro__end_wait_canceled()): for a park it takes
  * part in the same race, moving PARKED -> EMPTY like a wake or a timeout.
  */

@@ -19,7 +19,7 @@
  * queue and then looks for an idle worker. With sequentially consistent
  * atomics on both sides, at least one of them sees the other.
  *
- * Shutting down (this stage): coroutines still in the pool's queue never
+ * Shutting down (chapter 5): coroutines still in the pool's queue never
  * start — they are counted as abandoned — and every worker runs
  * coro_sched_shutdown() on its own thread, against one deadline.
  *

@@ -6,14 +6,14 @@
  *     coro_post            ──> POST   ─┼──> inbox ──> coro__drain_inbox():
  *     coro_wake, event set ──> READY  ─┘               take_in() each one
  *
- * Other threads (this stage) never touch the scheduler's structures. They
+ * Other threads (chapter 4) never touch the scheduler's structures. They
  * push requests onto the scheduler's inbox (inbox.c) — a coroutine to
  * start, a post, a parked coroutine to make ready — and the pump moves
  * them in with coro__drain_inbox() at the top of every turn. The few
  * fields other threads do read or write are atomics, marked "shared" in
  * struct coro_sched (sched_impl.h).
  *
- * Stopping (this stage) adds requests of its own: another thread's cancel
+ * Stopping (chapter 5) adds requests of its own: another thread's cancel
  * of a coroutine and close of the scheduler, and the refusals of starts
  * and posts that counted themselves in before they saw the close — a
  * refusal travels too, so that the owner gives the count back

@@ -1628,10 +1628,13 @@ TEST_F(DenseStacksDeathTest, NoMemoryIsEnomemAndLeavesThemOff) {
         limit.rlim_cur = limit.rlim_max = CurrentVirtualMemoryBytes();
         if (limit.rlim_cur == 0 || setrlimit(RLIMIT_AS, &limit) != 0)
           std::_Exit(3);
+        // At most 256 MiB: if the limit did not bite, stop (exit 5)
+        // rather than take the machine's memory.
+        std::size_t taken = 0;
         for (std::size_t size : {std::size_t{1} << 16, std::size_t{4096},
                                  std::size_t{256}, std::size_t{16}})
-          while (std::malloc(size) != nullptr) {
-          }
+          while (std::malloc(size) != nullptr)
+            if ((taken += size) > (std::size_t{256} << 20)) std::_Exit(5);
         const int rc = coro_sched_use_dense_stacks(s);
         if (rc != ENOMEM) std::_Exit(10 + rc);
         // Still off: asking again is ENOMEM again, not "already on".

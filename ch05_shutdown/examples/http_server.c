@@ -52,7 +52,6 @@
  * coroutine the shutdown has to abandon releases its socket.
  */
 #define _GNU_SOURCE /* accept4() */
-#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -63,7 +62,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -71,6 +69,7 @@
 #include <unistd.h>
 
 #include "coro.h"
+#include "http_parse.h"
 
 enum {
     MAX_HEADER_BYTES = 8 * 1024,  /* a longer request head is answered 431 */
@@ -359,43 +358,13 @@ static bool flush_output(struct conn *c)
     return true;
 }
 
-/* "\r\n" and a bare "\n" (RFC 9112, section 2.2, allows it) end a line. */
-static bool line_end_at(const char *p, const char *end, size_t *length)
-{
-    if (p < end && p[0] == '\n') {
-        *length = 1;
-        return true;
-    }
-    if (p + 1 < end && p[0] == '\r' && p[1] == '\n') {
-        *length = 2;
-        return true;
-    }
-    return false;
-}
-
-/* The length of the request head at the start of `buf` (the empty line
- * that ends it included), or 0 if it has not all arrived. */
-static size_t header_block_length(const char *buf, size_t len)
-{
-    const char *end = buf + len;
-    const char *p = buf;
-    size_t blank;
-
-    while ((p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
-        p++; /* the start of the next line: is it empty? */
-        if (line_end_at(p, end, &blank))
-            return (size_t)(p - buf) + blank;
-    }
-    return 0;
-}
-
 /* Empty lines before a request line are ignored (RFC 9112, section 2.2). */
 static void skip_blank_lines(struct conn *c)
 {
     size_t skip = 0;
     size_t one;
 
-    while (line_end_at(c->in + skip, c->in + c->in_len, &one))
+    while (http_line_end(c->in + skip, c->in + c->in_len, &one))
         skip += one;
     if (skip > 0)
         consume_input(c, skip);
@@ -419,7 +388,7 @@ static enum input read_request_head(struct conn *c, size_t *length)
         ssize_t n;
 
         skip_blank_lines(c);
-        *length = header_block_length(c->in, c->in_len);
+        *length = http_head_length(c->in, c->in_len);
         if (*length > 0)
             return INPUT_REQUEST;
         if (c->in_len == sizeof c->in)
@@ -461,221 +430,6 @@ static bool more_input_at_close(struct conn *c)
         return false; /* EAGAIN (nothing), end of stream, or an error */
     c->in_len = (size_t)n;
     return true;
-}
-
-/* ------------------------------------------------------------------------
- * Parsing a request head (RFC 9112), strictly enough to be safe.
- */
-
-struct span {
-    const char *p;
-    size_t n;
-};
-
-struct request {
-    int status;      /* the answer: 200, 404, or the error found */
-    bool head;       /* HEAD: the same answer without its body */
-    bool keep_alive; /* the connection stays open after the answer */
-};
-
-struct request_line {
-    struct span method;
-    struct span target;
-    int minor;      /* HTTP/1.<minor> */
-    bool supported; /* HTTP/1.0 or HTTP/1.1 */
-};
-
-struct headers {
-    int hosts;
-    bool close;      /* Connection: close */
-    bool keep_alive; /* Connection: keep-alive */
-    bool body;       /* Content-Length other than 0, or Transfer-Encoding */
-};
-
-/* The next line of a complete head, without its line end. */
-static struct span next_line(const char *block, size_t length, size_t *pos)
-{
-    const char *start = block + *pos;
-    const char *newline = memchr(start, '\n', length - *pos); /* never NULL */
-    size_t n = (size_t)(newline - start);
-
-    *pos += n + 1;
-    if (n > 0 && start[n - 1] == '\r')
-        n--;
-    return (struct span){start, n};
-}
-
-static struct span trim(struct span s)
-{
-    while (s.n > 0 && (s.p[0] == ' ' || s.p[0] == '\t')) {
-        s.p++;
-        s.n--;
-    }
-    while (s.n > 0 && (s.p[s.n - 1] == ' ' || s.p[s.n - 1] == '\t'))
-        s.n--;
-    return s;
-}
-
-static bool span_is(struct span s, const char *text)
-{
-    return s.n == strlen(text) && memcmp(s.p, text, s.n) == 0;
-}
-
-static bool span_is_nocase(struct span s, const char *text)
-{
-    return s.n == strlen(text) && strncasecmp(s.p, text, s.n) == 0;
-}
-
-/* A token (a method, a header name): RFC 9110, section 5.6.2. */
-static bool is_token(struct span s)
-{
-    if (s.n == 0)
-        return false;
-    for (size_t i = 0; i < s.n; i++) {
-        unsigned char ch = (unsigned char)s.p[i];
-
-        if (!isalnum(ch) && (ch == '\0' || strchr("!#$%&'*+-.^_`|~", ch) == NULL))
-            return false;
-    }
-    return true;
-}
-
-/* Visible characters and spaces; no control character but tab. */
-static bool is_field_value(struct span s)
-{
-    for (size_t i = 0; i < s.n; i++) {
-        unsigned char ch = (unsigned char)s.p[i];
-
-        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-            return false;
-    }
-    return true;
-}
-
-/* "GET /path HTTP/1.1": single spaces, an origin-form target. */
-static bool parse_request_line(struct span line, struct request_line *rl)
-{
-    const char *end = line.p + line.n;
-    const char *space1 = memchr(line.p, ' ', line.n);
-    const char *space2;
-    struct span version;
-
-    if (space1 == NULL)
-        return false;
-    space2 = memchr(space1 + 1, ' ', (size_t)(end - space1 - 1));
-    if (space2 == NULL)
-        return false;
-    rl->method = (struct span){line.p, (size_t)(space1 - line.p)};
-    rl->target = (struct span){space1 + 1, (size_t)(space2 - space1 - 1)};
-    version = (struct span){space2 + 1, (size_t)(end - space2 - 1)};
-    if (!is_token(rl->method) || rl->target.n == 0 || rl->target.p[0] != '/')
-        return false;
-    for (size_t i = 0; i < rl->target.n; i++)
-        if ((unsigned char)rl->target.p[i] <= ' ' || rl->target.p[i] == 0x7f)
-            return false;
-    if (version.n != 8 || memcmp(version.p, "HTTP/", 5) != 0 ||
-        !isdigit((unsigned char)version.p[5]) || version.p[6] != '.' ||
-        !isdigit((unsigned char)version.p[7]))
-        return false;
-    rl->minor = version.p[7] - '0';
-    rl->supported = version.p[5] == '1' && rl->minor <= 1;
-    return true;
-}
-
-/* "Connection: close, Upgrade": a comma-separated list of options. */
-static void parse_connection(struct span value, struct headers *h)
-{
-    size_t start = 0;
-
-    while (start <= value.n) {
-        const char *comma = memchr(value.p + start, ',', value.n - start);
-        size_t end = comma != NULL ? (size_t)(comma - value.p) : value.n;
-        struct span option = trim((struct span){value.p + start, end - start});
-
-        if (span_is_nocase(option, "close"))
-            h->close = true;
-        else if (span_is_nocase(option, "keep-alive"))
-            h->keep_alive = true;
-        start = end + 1;
-    }
-}
-
-/* A length of zero is the only body this server accepts. */
-static bool is_zero(struct span value)
-{
-    if (value.n == 0)
-        return false;
-    for (size_t i = 0; i < value.n; i++)
-        if (value.p[i] != '0')
-            return false;
-    return true;
-}
-
-/* "Name: value". False for a malformed line — among them "Name : value"
- * and obsolete line folding (a line that starts with a space): a space is
- * not part of a token. */
-static bool parse_header(struct span line, struct headers *h)
-{
-    const char *colon = memchr(line.p, ':', line.n);
-    struct span name, value;
-
-    if (colon == NULL)
-        return false;
-    name = (struct span){line.p, (size_t)(colon - line.p)};
-    value = trim((struct span){colon + 1, line.n - name.n - 1});
-    if (!is_token(name) || !is_field_value(value))
-        return false;
-    if (span_is_nocase(name, "host"))
-        h->hosts++;
-    else if (span_is_nocase(name, "connection"))
-        parse_connection(value, h);
-    else if (span_is_nocase(name, "content-length"))
-        h->body |= !is_zero(value);
-    else if (span_is_nocase(name, "transfer-encoding"))
-        h->body = true;
-    return true;
-}
-
-/* Is the target's path "/" (a query string is ignored)? */
-static bool is_root(struct span target)
-{
-    return target.n == 1 || target.p[1] == '?';
-}
-
-/* Decide the answer to the complete head block[0, length). */
-static struct request parse_request(const char *block, size_t length)
-{
-    struct request req = {.status = 400}; /* until proven otherwise */
-    struct request_line rl;
-    struct headers h = {0};
-    size_t pos = 0;
-
-    if (!parse_request_line(next_line(block, length, &pos), &rl))
-        return req;
-    if (!rl.supported) {
-        req.status = 505;
-        return req;
-    }
-    for (;;) {
-        struct span line = next_line(block, length, &pos);
-
-        if (line.n == 0)
-            break;
-        if (!parse_header(line, &h))
-            return req;
-    }
-    if (rl.minor == 1 && h.hosts != 1)
-        return req; /* HTTP/1.1 requires exactly one Host */
-    if (!span_is(rl.method, "GET") && !span_is(rl.method, "HEAD")) {
-        req.status = 405;
-        return req;
-    }
-    if (h.body)
-        return req;
-    req.head = span_is(rl.method, "HEAD");
-    req.keep_alive = rl.minor == 1 ? !h.close : h.keep_alive && !h.close;
-    req.status = is_root(rl.target) ? 200 : 404;
-    return req;
 }
 
 /* ------------------------------------------------------------------------
@@ -748,7 +502,7 @@ static enum next serve_one_request(struct conn *c)
 
     switch (read_request_head(c, &length)) {
     case INPUT_REQUEST:
-        req = parse_request(c->in, length);
+        req = http_parse_request(c->in, length);
         consume_input(c, length);
         break;
     case INPUT_TOO_LARGE:
