@@ -1528,17 +1528,6 @@ TEST_F(StackOverflowDeathTest, HandlerLeavesOtherFaultsAlone) {
 
 // A stack that cannot be mapped is ENOMEM. The child lowers its own
 // address-space limit so that a 256 MiB stack cannot fit.
-std::size_t VirtualMemoryBytes() {
-  std::FILE* status = std::fopen("/proc/self/status", "r");
-  if (status == nullptr) return 0;
-  char line[256];
-  unsigned long kib = 0;
-  while (std::fgets(line, sizeof line, status) != nullptr)
-    if (std::sscanf(line, "VmSize: %lu kB", &kib) == 1) break;
-  std::fclose(status);
-  return static_cast<std::size_t>(kib) * 1024;
-}
-
 class CreateDeathTest : public ::testing::Test {
  protected:
   void SetUp() override { coro_test::UseThreadsafeDeathTests(); }
@@ -1548,7 +1537,7 @@ TEST_F(CreateDeathTest, StackThatCannotBeMappedIsEnomem) {
   EXPECT_EXIT(
       {
         rlimit limit{};
-        limit.rlim_cur = limit.rlim_max = VirtualMemoryBytes() + (64u << 20);
+        limit.rlim_cur = limit.rlim_max = coro_test::VirtualMemoryBytes() + (64u << 20);
         if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(2);
         errno = 0;
         coro* c = coro_create(ReturnArg, nullptr, std::size_t{256} << 20);

@@ -113,6 +113,19 @@ bool RetryWithMoreRoom(Attempt attempt) {
   return false;
 }
 
+// The process's virtual memory size (VmSize), in bytes; 0 if unknown. The
+// out-of-memory tests cap the address space just above it.
+inline std::size_t VirtualMemoryBytes() {
+  std::FILE* status = std::fopen("/proc/self/status", "r");
+  if (status == nullptr) return 0;
+  char line[256];
+  unsigned long kib = 0;
+  while (std::fgets(line, sizeof line, status) != nullptr)
+    if (std::sscanf(line, "VmSize: %lu kB", &kib) == 1) break;
+  std::fclose(status);
+  return static_cast<std::size_t>(kib) * 1024;
+}
+
 // ---------------------------------------------------------------------------
 // Death tests.
 

@@ -1605,17 +1605,6 @@ class DenseStacksDeathTest : public ::testing::Test {
   void SetUp() override { coro_test::UseThreadsafeDeathTests(); }
 };
 
-std::size_t CurrentVirtualMemoryBytes() {
-  std::FILE* status = std::fopen("/proc/self/status", "r");
-  if (status == nullptr) return 0;
-  char line[256];
-  unsigned long kib = 0;
-  while (std::fgets(line, sizeof line, status) != nullptr)
-    if (std::sscanf(line, "VmSize: %lu kB", &kib) == 1) break;
-  std::fclose(status);
-  return static_cast<std::size_t>(kib) * 1024;
-}
-
 TEST_F(DenseStacksDeathTest, NoMemoryIsEnomemAndLeavesThemOff) {
   if (coro_test::kAddressSanitizer || coro_test::kThreadSanitizer ||
       coro_test::UnderValgrind())
@@ -1625,7 +1614,7 @@ TEST_F(DenseStacksDeathTest, NoMemoryIsEnomemAndLeavesThemOff) {
         coro_sched* s = coro_sched_create();
         if (s == nullptr) std::_Exit(2);
         rlimit limit{};
-        limit.rlim_cur = limit.rlim_max = CurrentVirtualMemoryBytes();
+        limit.rlim_cur = limit.rlim_max = coro_test::VirtualMemoryBytes();
         if (limit.rlim_cur == 0 || setrlimit(RLIMIT_AS, &limit) != 0)
           std::_Exit(3);
         // At most 256 MiB: if the limit did not bite, stop (exit 5)
