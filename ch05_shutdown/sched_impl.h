@@ -91,13 +91,16 @@ struct coro_sched {
     bool shut_down;             /* shutdown done: destroy frees handles */
     size_t abandoned;           /* coroutines abandoned, ever */
 
-    /* Statistics, in ticks of coro__ticks(); owner only. A resume is
-     * timed from its start to the pump's next clock reading (the next
-     * resume, a post, or the pump going idle): one reading per turn. */
+    /* Statistics, in ticks of coro__ticks(); owner only. Resumes are
+     * timed in windows: one clock reading, then up to window_size resumes,
+     * then the next reading (or a post, or the pump going idle); see
+     * stats.c. */
     uint64_t ticks_hint;        /* the pump's latest reading */
-    uint64_t resume_start;      /* of the resume being timed */
-    bool resume_open;           /* a resume is being timed */
-    coro *requeued;             /* it yielded: ready from when timing ends */
+    uint64_t window_start;      /* the reading that opened the window */
+    unsigned window_resumes;    /* resumes started in it so far */
+    unsigned window_size;       /* resumes it may hold (0 before the first) */
+    bool window_open;           /* a window is being timed */
+    coro *requeued;             /* it yielded: ready from its next stamp */
     uint64_t resumes;
     uint64_t longest_resume;
     uint64_t latency_samples;   /* resumes whose wait was measured */

@@ -2828,6 +2828,36 @@ TEST(Stats, TimersPendingCountsWaitsWithADeadline) {
   EXPECT_EQ(coro_sched_destroy(s), 0);
 }
 
+// The pump reads the clock once per window of resumes, and a window of
+// short resumes holds at most a few dozen of them: so after 100,000 bare
+// yields the longest "resume" (a window's length) is a sliver of the whole
+// run, not the run. (A window that grew without bound would report the
+// run itself. A preemption inside one window can still make it long on a
+// loaded machine, so the best of three runs is judged.)
+TEST(Stats, ShortResumesAreTimedInBoundedWindows) {
+  const int kYields = 100000;
+  uint64_t best_share_permille = 1000;
+  for (int trial = 0; trial < 3 && best_share_permille >= 50; ++trial) {
+    coro_sched* s = coro_sched_create();
+    ASSERT_NE(s, nullptr);
+    ASSERT_EQ(Go(s, [] {
+                for (int i = 0; i < kYields; ++i) coro_yield();
+              }),
+              0);
+    uint64_t start = coro_now();
+    EXPECT_EQ(coro_sched_run(s), 0);
+    uint64_t elapsed = coro_now() - start;
+    coro_stats st{};
+    ASSERT_EQ(coro_sched_stats(s, &st), 0);
+    EXPECT_EQ(st.resumes, static_cast<uint64_t>(kYields + 1));
+    uint64_t share = st.longest_resume_ns * 1000 / (elapsed ? elapsed : 1);
+    if (share < best_share_permille) best_share_permille = share;
+    EXPECT_EQ(coro_sched_destroy(s), 0);
+  }
+  EXPECT_LT(best_share_permille, 50u)
+      << "the longest resume was most of the run: windows without bound";
+}
+
 // A coroutine that keeps the pump for 2 ms in one resume shows up as the
 // longest resume (at least 1.5 ms: the clock is a cycle counter). A
 // coroutine that yielded just before it (so it became ready inside the
