@@ -3,9 +3,13 @@
 // Starts //ch05_shutdown/examples:http_server as a child process, reads the
 // port it prints, and talks HTTP/1.1 to it over loopback with a client of
 // its own: first the protocol (keep-alive, 404, 400, 431, 405, HEAD,
-// HTTP/1.0, pipelining), then the shutdown — idle connections, a request in
-// flight, a stalled client, and 200 busy keep-alive connections that get
-// SIGTERM in the middle of their traffic.
+// HTTP/1.0, pipelining, absolute-form targets, Date, non-HTTP bytes), then
+// the shutdown — idle connections, a request in flight, a stalled client
+// (and that the drain sleeps meanwhile), then fairness — a client that
+// pipelines without pause must not delay the others nor stretch the grace
+// period, and running out of descriptors is logged and survived — and last
+// 200 busy keep-alive connections that get SIGTERM in the middle of their
+// traffic.
 //
 // The rule checked under load: every request whose bytes were all sent
 // before the signal gets its full, correct answer. A request sent after it
@@ -831,8 +835,9 @@ class Flooder {
 // While one client floods, a new client's GET (connect, ask, answer) still
 // comes back promptly: the flooding connection yields between requests.
 // Without that it kept the pump until its socket ran dry, which it never
-// did: other clients waited seconds. The bound is generous (sanitizers,
-// a loaded machine, one core); the figures go to the log.
+// did: other clients waited seconds (here: no answer within 10 s). The
+// bound is generous (sanitizers, a loaded machine, one core); the figures
+// go to the log.
 TEST(HttpServerFairness, PipeliningClientDoesNotDelayTheOthers) {
   Server server;
   ASSERT_NO_FATAL_FAILURE(server.Start());
@@ -858,7 +863,9 @@ TEST(HttpServerFairness, PipeliningClientDoesNotDelayTheOthers) {
               "%.1f MB of answers to the flooder\n",
               micros[micros.size() / 2] / 1e3, micros.back() / 1e3,
               static_cast<double>(flooded) / 1e6);
-  EXPECT_LT(micros.back(), 500 * 1000) << "a client waited behind the flooder";
+  // Under Valgrind this client's threads take turns on one lock.
+  long bound_ms = UnderValgrind() ? 1000 : 200;
+  EXPECT_LT(micros.back(), bound_ms * 1000) << "a client waited behind the flooder";
   ASSERT_NO_FATAL_FAILURE(server.ShutDownCleanly());
 }
 

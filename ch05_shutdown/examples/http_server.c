@@ -8,12 +8,19 @@
  *
  * It listens on 127.0.0.1 only (an example should not open a port to the
  * network) and prints `listening on port N`. `GET /` answers `hello`, any
- * other path 404; HEAD is answered too. Connections are kept alive (HTTP/1.0
- * only with `Connection: keep-alive`), and pipelined requests are answered
- * in order. This server takes no request bodies: another method is a 405,
- * a request announcing a body a 400, and both close the connection (the
- * body would still be on its way). A malformed request is a 400, a header
- * block over 8 KiB a 431; each closes the connection too.
+ * other path 404; HEAD is answered too, and the target may also be in
+ * absolute form (`GET http://host/`). Every answer carries `Date`.
+ * Connections are kept alive (HTTP/1.0 only with `Connection: keep-alive`),
+ * and pipelined requests are answered in order, with a yield between two
+ * of them so that a client that pipelines without pause cannot keep the
+ * pump from the others. This server takes no request bodies: another
+ * method is a 405, a request announcing a body a 400, and both close the
+ * connection (the body would still be on its way). A malformed request is
+ * a 400 — at the first byte that cannot belong to a request line, so a
+ * TLS handshake or binary noise is refused at once — and a header block
+ * over 8 KiB a 431; each closes the connection too. Out of descriptors,
+ * it logs one line a second on stderr and refuses the clients it cannot
+ * take (a spare descriptor accepts and closes them).
  *
  * One scheduler on the main thread runs everything: an acceptor coroutine
  * and one coroutine per connection, each written as plain sequential code
@@ -38,13 +45,16 @@
  *   connection between requests    one last non-blocking read, in case a
  *                                  request arrived just before the signal;
  *                                  if nothing came, it closes.
- *   connection with a request in   finishes it — and any request already
- *   flight (bytes of it received,  buffered behind it — with non-blocking
- *   or its answer being written)   I/O and coro_yield() (the others run
- *                                  meanwhile), answers `Connection: close`,
- *                                  then closes. A client too slow to take
- *                                  its answer within the grace period is
- *                                  dropped.
+ *   connection with a request in   finishes it — and the requests that
+ *   flight (bytes of it received,  had arrived behind it when it noticed
+ *   or its answer being written)   the close, no more — answers the last
+ *                                  with `Connection: close`, then closes.
+ *                                  It cannot park any more, so it waits in
+ *                                  drain_wait(): once every coroutine
+ *                                  left waits there, the pump sleeps in
+ *                                  poll() on their sockets. A client too
+ *                                  slow within the grace period (nine
+ *                                  tenths of it) is dropped.
  *
  * main then drains the scheduler with coro_sched_shutdown(), prints what
  * coro_sched_stats() says, and exits 0 within the grace period. Each
