@@ -17,8 +17,17 @@
 #include <string.h>
 #include <strings.h>
 
+/* A character of a token (a method, a header name): RFC 9110, section
+ * 5.6.2. */
+static bool is_token_char(char c)
+{
+    unsigned char ch = (unsigned char)c;
+
+    return isalnum(ch) || (ch != '\0' && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+}
+
 /* ------------------------------------------------------------------------
- * Where a head ends.
+ * Where a head ends, and whether one is coming at all.
  */
 
 /* "\r\n" and a bare "\n" (RFC 9112, section 2.2, allows it) end a line. */
@@ -51,6 +60,50 @@ size_t http_head_length(const char *buf, size_t len)
     return 0;
 }
 
+/*
+ * Could buf[0, len) be the start of a request line? It is read as far as
+ * it goes: a method (token characters), one space, a target (visible
+ * characters), one space, "HTTP/" digit "." digit, and the line's end.
+ * The first byte that fits none of these answers no: a TLS handshake
+ * (it starts with byte 0x16), binary noise or NULs are refused at once,
+ * instead of waiting for an empty line that will never come. What this
+ * lets through, http_parse_request() still checks in full.
+ */
+bool http_could_be_request(const char *buf, size_t len)
+{
+    static const char version[] = "HTTP/#.#"; /* '#': a digit */
+    size_t i = 0, start;
+
+    if (len == 1 && buf[0] == '\r')
+        return true; /* perhaps an empty line, which is skipped */
+    while (i < len && is_token_char(buf[i]))
+        i++;
+    if (i == len)
+        return true;
+    if (i == 0 || buf[i] != ' ')
+        return false;
+    start = ++i;
+    while (i < len && (unsigned char)buf[i] > ' ' && buf[i] != 0x7f)
+        i++;
+    if (i == len)
+        return true;
+    if (i == start || buf[i] != ' ')
+        return false;
+    i++;
+    for (size_t k = 0; k < sizeof version - 1; k++, i++) {
+        if (i == len)
+            return true;
+        if (version[k] == '#' ? !isdigit((unsigned char)buf[i])
+                              : buf[i] != version[k])
+            return false;
+    }
+    if (i == len || buf[i] == '\n')
+        return true;
+    if (buf[i] != '\r')
+        return false;
+    return i + 1 == len || buf[i + 1] == '\n';
+}
+
 /* ------------------------------------------------------------------------
  * A request head, line by line.
  */
@@ -62,7 +115,7 @@ struct span {
 
 struct request_line {
     struct span method;
-    struct span target;
+    struct span path; /* the target's path and query: "/", "/a?b", or "" */
     int minor;      /* HTTP/1.<minor> */
     bool supported; /* HTTP/1.0 or HTTP/1.1 */
 };
@@ -108,17 +161,14 @@ static bool span_is_nocase(struct span s, const char *text)
     return s.n == strlen(text) && strncasecmp(s.p, text, s.n) == 0;
 }
 
-/* A token (a method, a header name): RFC 9110, section 5.6.2. */
+/* A token: one or more token characters. */
 static bool is_token(struct span s)
 {
     if (s.n == 0)
         return false;
-    for (size_t i = 0; i < s.n; i++) {
-        unsigned char ch = (unsigned char)s.p[i];
-
-        if (!isalnum(ch) && (ch == '\0' || strchr("!#$%&'*+-.^_`|~", ch) == NULL))
+    for (size_t i = 0; i < s.n; i++)
+        if (!is_token_char(s.p[i]))
             return false;
-    }
     return true;
 }
 
@@ -134,13 +184,56 @@ static bool is_field_value(struct span s)
     return true;
 }
 
-/* "GET /path HTTP/1.1": single spaces, an origin-form target. */
+/* Whether `s` starts with `prefix`, ignoring case. */
+static bool starts_with_nocase(struct span s, const char *prefix)
+{
+    return s.n >= strlen(prefix) && strncasecmp(s.p, prefix, strlen(prefix)) == 0;
+}
+
+/*
+ * The path of a request target (RFC 9112, section 3.2). Two forms reach
+ * an origin server: the origin form, "/path?query", which is its own
+ * path; and the absolute form, "http://host:port/path?query", which a
+ * client sends to a proxy and a server must accept too (section 3.2.2).
+ * Its path is what follows the host, and may be empty (it means "/").
+ * False for anything else.
+ */
+static bool target_path(struct span target, struct span *path)
+{
+    size_t skip, host_end;
+
+    for (size_t i = 0; i < target.n; i++)
+        if ((unsigned char)target.p[i] <= ' ' || target.p[i] == 0x7f)
+            return false;
+    if (target.n > 0 && target.p[0] == '/') {
+        *path = target;
+        return true;
+    }
+    if (starts_with_nocase(target, "http://"))
+        skip = strlen("http://");
+    else if (starts_with_nocase(target, "https://"))
+        skip = strlen("https://");
+    else
+        return false;
+    /* The host (and port) runs up to the path or the query. */
+    host_end = skip;
+    while (host_end < target.n && target.p[host_end] != '/' &&
+           target.p[host_end] != '?')
+        host_end++;
+    if (host_end == skip)
+        return false; /* no host: "http:///" */
+    *path = (struct span){target.p + host_end, target.n - host_end};
+    return true;
+}
+
+/* "GET /path HTTP/1.1": single spaces, an origin-form or absolute-form
+ * target. */
 static bool parse_request_line(struct span line, struct request_line *rl)
 {
     const char *end = line.p + line.n;
     const char *space1 = memchr(line.p, ' ', line.n);
     const char *space2;
-    struct span version;
+    struct span target, version;
 
     if (space1 == NULL)
         return false;
@@ -148,13 +241,10 @@ static bool parse_request_line(struct span line, struct request_line *rl)
     if (space2 == NULL)
         return false;
     rl->method = (struct span){line.p, (size_t)(space1 - line.p)};
-    rl->target = (struct span){space1 + 1, (size_t)(space2 - space1 - 1)};
+    target = (struct span){space1 + 1, (size_t)(space2 - space1 - 1)};
     version = (struct span){space2 + 1, (size_t)(end - space2 - 1)};
-    if (!is_token(rl->method) || rl->target.n == 0 || rl->target.p[0] != '/')
+    if (!is_token(rl->method) || !target_path(target, &rl->path))
         return false;
-    for (size_t i = 0; i < rl->target.n; i++)
-        if ((unsigned char)rl->target.p[i] <= ' ' || rl->target.p[i] == 0x7f)
-            return false;
     if (version.n != 8 || memcmp(version.p, "HTTP/", 5) != 0 ||
         !isdigit((unsigned char)version.p[5]) || version.p[6] != '.' ||
         !isdigit((unsigned char)version.p[7]))
@@ -218,10 +308,14 @@ static bool parse_header(struct span line, struct headers *h)
     return true;
 }
 
-/* Is the target's path "/" (a query string is ignored)? */
-static bool is_root(struct span target)
+/* Is the path "/" (a query string is ignored; "" is "/" too)? */
+static bool is_root(struct span path)
 {
-    return target.n == 1 || target.p[1] == '?';
+    if (path.n > 0 && path.p[0] == '/') {
+        path.p++;
+        path.n--;
+    }
+    return path.n == 0 || path.p[0] == '?';
 }
 
 struct request http_parse_request(const char *block, size_t length)
@@ -255,6 +349,6 @@ struct request http_parse_request(const char *block, size_t length)
         return req;
     req.head = span_is(rl.method, "HEAD");
     req.keep_alive = rl.minor == 1 ? !h.close : h.keep_alive && !h.close;
-    req.status = is_root(rl.target) ? 200 : 404;
+    req.status = is_root(rl.path) ? 200 : 404;
     return req;
 }

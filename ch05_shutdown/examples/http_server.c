@@ -8,12 +8,19 @@
  *
  * It listens on 127.0.0.1 only (an example should not open a port to the
  * network) and prints `listening on port N`. `GET /` answers `hello`, any
- * other path 404; HEAD is answered too. Connections are kept alive (HTTP/1.0
- * only with `Connection: keep-alive`), and pipelined requests are answered
- * in order. This server takes no request bodies: another method is a 405,
- * a request announcing a body a 400, and both close the connection (the
- * body would still be on its way). A malformed request is a 400, a header
- * block over 8 KiB a 431; each closes the connection too.
+ * other path 404; HEAD is answered too, and the target may also be in
+ * absolute form (`GET http://host/`). Every answer carries `Date`.
+ * Connections are kept alive (HTTP/1.0 only with `Connection: keep-alive`),
+ * and pipelined requests are answered in order, with a yield between two
+ * of them so that a client that pipelines without pause cannot keep the
+ * pump from the others. This server takes no request bodies: another
+ * method is a 405, a request announcing a body a 400, and both close the
+ * connection (the body would still be on its way). A malformed request is
+ * a 400 — at the first byte that cannot belong to a request line, so a
+ * TLS handshake or binary noise is refused at once — and a header block
+ * over 8 KiB a 431; each closes the connection too. Out of descriptors,
+ * it logs one line a second on stderr and refuses the clients it cannot
+ * take (a spare descriptor accepts and closes them).
  *
  * One scheduler on the main thread runs everything: an acceptor coroutine
  * and one coroutine per connection, each written as plain sequential code
@@ -38,13 +45,16 @@
  *   connection between requests    one last non-blocking read, in case a
  *                                  request arrived just before the signal;
  *                                  if nothing came, it closes.
- *   connection with a request in   finishes it — and any request already
- *   flight (bytes of it received,  buffered behind it — with non-blocking
- *   or its answer being written)   I/O and coro_yield() (the others run
- *                                  meanwhile), answers `Connection: close`,
- *                                  then closes. A client too slow to take
- *                                  its answer within the grace period is
- *                                  dropped.
+ *   connection with a request in   finishes it — and the requests that
+ *   flight (bytes of it received,  had arrived behind it when it noticed
+ *   or its answer being written)   the close, no more — answers the last
+ *                                  with `Connection: close`, then closes.
+ *                                  It cannot park any more, so it waits in
+ *                                  drain_wait(): once every coroutine
+ *                                  left waits there, the pump sleeps in
+ *                                  poll() on their sockets. A client too
+ *                                  slow within the grace period (nine
+ *                                  tenths of it) is dropped.
  *
  * main then drains the scheduler with coro_sched_shutdown(), prints what
  * coro_sched_stats() says, and exits 0 within the grace period. Each
@@ -53,8 +63,10 @@
  */
 #define _GNU_SOURCE /* accept4() */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -64,8 +76,10 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coro.h"
@@ -108,6 +122,9 @@ static struct watcher *watchers;
 static size_t watcher_slots; /* the process's descriptor limit */
 static uint32_t last_generation;
 
+/* A descriptor kept open for the moment the others run out (see
+ * refuse_one_connection()). */
+static int spare_fd = -1;
 static bool failed; /* the acceptor gave up: exit 1 */
 static uint64_t grace_ns;
 static uint64_t drain_deadline_ns; /* set when the first coroutine sees the close */
@@ -118,6 +135,7 @@ static struct {
     unsigned long requests;            /* answered */
     unsigned long requests_after_close;
     unsigned long idle_closed;         /* idle connections closed by the close */
+    unsigned long refused;             /* closed unanswered: out of descriptors */
 } counters;
 
 /* ------------------------------------------------------------------------
@@ -283,8 +301,29 @@ static void unwatch(int fd)
 }
 
 /* ------------------------------------------------------------------------
- * Waiting, before and after the close.
+ * A connection, and waiting for its socket before and after the close.
  */
+
+struct conn {
+    int fd;
+    size_t in_len;  /* bytes received and not yet consumed */
+    size_t out_len; /* bytes of answers queued and not yet sent */
+    /* After the close (see note_close()): */
+    bool noticed_close;
+    size_t arrived_at_close; /* bytes of requests that had arrived then */
+    bool waited; /* it waited for its socket since the last request */
+    /* While it waits in drain_wait(): */
+    short wait_events;       /* POLLIN or POLLOUT; 0 when not waiting */
+    uint64_t wait_deadline;
+    struct conn *prev, *next; /* in the list of open connections */
+    char in[MAX_HEADER_BYTES];
+    char out[OUT_BUFFER_BYTES];
+};
+
+/* Every open connection, for drain_wait(); main thread only. */
+static struct conn *open_conns;
+/* How many coroutines wait in drain_wait() now. */
+static size_t drain_waiting;
 
 /* Cancelled coroutines get until here to finish: nine tenths of the grace
  * period, counted from the first one to notice. The last tenth is main's
@@ -297,39 +336,82 @@ static uint64_t drain_deadline(void)
 }
 
 /*
- * The socket said EAGAIN: wait until it may be ready, or `deadline`.
- * Returns 0 to retry the I/O, or ETIMEDOUT to give up on the connection.
- *
- * Once cancelled, a coroutine cannot park (it would return ECANCELED at
- * once). It yields instead — the others run, its socket may become ready
- * meanwhile — and retries, until the drain deadline. That spins, but only
- * while a request is still in flight during the grace period.
+ * Every coroutine still alive waits in drain_wait(): none of them can do
+ * anything until one of their sockets is ready. So the pump may block
+ * here, in poll(), on all of their sockets at once, until the first is
+ * ready or the nearest deadline. Nothing else can need the pump then: no
+ * other coroutine is alive, timers no longer hold anyone (a cancelled
+ * sleep returns at once), and the poller's posts are refused.
  */
-static int wait_for_socket(uint64_t deadline)
+static void sleep_until_a_waiter_is_ready(void)
 {
-    int rc = coro_park_until(deadline);
+    struct pollfd *fds = malloc(drain_waiting * sizeof *fds);
+    uint64_t deadline = UINT64_MAX, now;
+    nfds_t count = 0;
+    int timeout_ms;
 
-    if (rc != ECANCELED)
-        return rc; /* 0: woken by the poller; or ETIMEDOUT */
+    if (fds == NULL)
+        return; /* no memory: the waiters yield and retry, spinning */
+    for (struct conn *c = open_conns; c != NULL; c = c->next) {
+        if (c->wait_events == 0 || count == drain_waiting)
+            continue;
+        fds[count++] = (struct pollfd){.fd = c->fd, .events = c->wait_events};
+        if (c->wait_deadline < deadline)
+            deadline = c->wait_deadline;
+    }
+    now = coro_now();
+    /* Rounded up: waking a little after a deadline is fine, before it
+     * would only bring us back here. */
+    timeout_ms = deadline <= now ? 0 : (int)((deadline - now + CORO_MSEC - 1) / CORO_MSEC);
+    poll(fds, count, timeout_ms); /* EINTR (another signal): just retry */
+    free(fds);
+}
+
+/*
+ * After the close a coroutine cannot park: every park returns ECANCELED at
+ * once. Retrying the I/O in a loop of yields would spin the pump at 100%
+ * CPU for the whole grace period, for nothing. Instead the coroutine
+ * notes what it waits for and yields; the last one to arrive, when every
+ * alive coroutine waits, sleeps in poll() for them all. Returns 0 to
+ * retry the I/O, or ETIMEDOUT once the drain deadline (or `deadline`) has
+ * passed.
+ */
+static int drain_wait(struct conn *c, short events, uint64_t deadline)
+{
     if (deadline > drain_deadline())
         deadline = drain_deadline();
     if (coro_now() >= deadline)
         return ETIMEDOUT;
+    c->wait_events = events;
+    c->wait_deadline = deadline;
+    drain_waiting++;
+    if (drain_waiting == coro_sched_alive(sched))
+        sleep_until_a_waiter_is_ready();
     coro_yield(); /* returns ECANCELED, after the others ran */
+    drain_waiting--;
+    c->wait_events = 0;
     return 0;
 }
 
-/* ------------------------------------------------------------------------
- * A connection: its buffers, and I/O that waits like blocking I/O would.
+/*
+ * The socket said EAGAIN: wait until it may be ready for `events` (POLLIN
+ * or POLLOUT), or `deadline`. Returns 0 to retry the I/O, or ETIMEDOUT to
+ * give up on the connection. Before the close the poller's wake ends the
+ * park; after it, drain_wait() does the waiting.
  */
+static int wait_for_socket(struct conn *c, short events, uint64_t deadline)
+{
+    int rc = coro_park_until(deadline);
 
-struct conn {
-    int fd;
-    size_t in_len;  /* bytes received and not yet consumed */
-    size_t out_len; /* bytes of answers queued and not yet sent */
-    char in[MAX_HEADER_BYTES];
-    char out[OUT_BUFFER_BYTES];
-};
+    c->waited = true; /* the pump ran the others meanwhile */
+    if (rc != ECANCELED)
+        return rc; /* 0: woken by the poller; or ETIMEDOUT */
+    return drain_wait(c, events, deadline);
+}
+
+/* ------------------------------------------------------------------------
+ * A connection's I/O, which waits like blocking I/O would.
+ */
 
 static void consume_input(struct conn *c, size_t n)
 {
@@ -351,7 +433,7 @@ static bool flush_output(struct conn *c)
         else if (errno == EINTR)
             continue;
         else if ((errno != EAGAIN && errno != EWOULDBLOCK) ||
-                 wait_for_socket(deadline) != 0)
+                 wait_for_socket(c, POLLOUT, deadline) != 0)
             return false;
     }
     c->out_len = 0;
@@ -372,6 +454,7 @@ static void skip_blank_lines(struct conn *c)
 
 enum input {
     INPUT_REQUEST,   /* a whole request head is buffered */
+    INPUT_NOT_HTTP,  /* what came cannot be the start of a request */
     INPUT_TOO_LARGE, /* the buffer is full and the head is not complete */
     INPUT_IDLE_AT_CLOSE, /* cancelled between two requests */
     INPUT_GONE,      /* closed by the client, failed, or timed out */
@@ -391,6 +474,8 @@ static enum input read_request_head(struct conn *c, size_t *length)
         *length = http_head_length(c->in, c->in_len);
         if (*length > 0)
             return INPUT_REQUEST;
+        if (!http_could_be_request(c->in, c->in_len))
+            return INPUT_NOT_HTTP; /* answered at once, not at an empty line */
         if (c->in_len == sizeof c->in)
             return INPUT_TOO_LARGE;
         if (!flush_output(c))
@@ -412,24 +497,40 @@ static enum input read_request_head(struct conn *c, size_t *length)
          * the client sent before it would have been here. Close. */
         if (c->in_len == 0 && canceled)
             return INPUT_IDLE_AT_CLOSE;
-        if (wait_for_socket(deadline) != 0)
+        if (wait_for_socket(c, POLLIN, deadline) != 0)
             return INPUT_GONE;
     }
 }
 
-/* After the close a connection stays open only while the client has more
- * requests on their way already: buffered, or waiting in the socket. */
-static bool more_input_at_close(struct conn *c)
+/*
+ * After the close a connection answers the requests that had already
+ * arrived when it noticed the close (they were in flight), and no more:
+ * a client that pipelines without pause would otherwise keep it open past
+ * the grace period. So, the first time the connection sees that it is
+ * cancelled, it counts the bytes it has buffered plus those waiting in
+ * the socket (FIONREAD). Each request consumed is taken off that count;
+ * the request that reaches it, or the drain deadline, is answered with
+ * "Connection: close".
+ */
+static void note_close(struct conn *c)
 {
-    ssize_t n;
+    int queued = 0;
 
-    if (c->in_len > 0)
-        return true;
-    n = recv(c->fd, c->in, sizeof c->in, 0);
-    if (n <= 0)
-        return false; /* EAGAIN (nothing), end of stream, or an error */
-    c->in_len = (size_t)n;
-    return true;
+    if (c->noticed_close)
+        return;
+    c->noticed_close = true;
+    if (ioctl(c->fd, FIONREAD, &queued) != 0 || queued < 0)
+        queued = 0;
+    c->arrived_at_close = c->in_len + (size_t)queued;
+}
+
+/* The request of `length` bytes at the front of the input is consumed:
+ * after the close, may another one follow it? */
+static bool more_requests_after_close(struct conn *c, size_t length)
+{
+    note_close(c);
+    c->arrived_at_close -= length < c->arrived_at_close ? length : c->arrived_at_close;
+    return c->arrived_at_close > 0 && coro_now() < drain_deadline();
 }
 
 /* ------------------------------------------------------------------------
@@ -461,6 +562,32 @@ static const struct status *find_status(int code)
     return &statuses[1]; /* not reached: every code we answer is listed */
 }
 
+/*
+ * The Date header's value: the time of the answer in the one format a
+ * server may send, IMF-fixdate ("Tue, 01 Dec 2026 15:00:00 GMT", RFC 9110,
+ * section 5.6.7), which every answer must carry (section 6.6.1). It
+ * changes once a second, so it is formatted once a second. The names are
+ * spelled out here: strftime() would follow the locale.
+ */
+static const char *http_date(void)
+{
+    static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                       "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    static char text[64];
+    static time_t formatted = -1;
+    time_t now = time(NULL);
+    struct tm tm;
+
+    if (now != formatted && gmtime_r(&now, &tm) != NULL) {
+        snprintf(text, sizeof text, "%s, %02d %s %04d %02d:%02d:%02d GMT",
+                 days[tm.tm_wday], tm.tm_mday, months[tm.tm_mon],
+                 tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        formatted = now;
+    }
+    return text;
+}
+
 /* Queue the answer; it is sent before the next wait for input. */
 static bool queue_response(struct conn *c, const struct request *req)
 {
@@ -473,13 +600,14 @@ static bool queue_response(struct conn *c, const struct request *req)
     room = sizeof c->out - c->out_len;
     n = snprintf(c->out + c->out_len, room,
                  "HTTP/1.1 %d %s\r\n"
+                 "Date: %s\r\n"
                  "Content-Type: text/plain\r\n"
                  "Content-Length: %zu\r\n"
                  "%s"
                  "Connection: %s\r\n"
                  "\r\n"
                  "%s",
-                 st->code, st->reason, strlen(st->body),
+                 st->code, st->reason, http_date(), strlen(st->body),
                  st->code == 405 ? "Allow: GET, HEAD\r\n" : "",
                  req->keep_alive ? "keep-alive" : "close",
                  req->head ? "" : st->body);
@@ -503,7 +631,12 @@ static enum next serve_one_request(struct conn *c)
     switch (read_request_head(c, &length)) {
     case INPUT_REQUEST:
         req = http_parse_request(c->in, length);
+        if (req.keep_alive && coro_canceled())
+            req.keep_alive = more_requests_after_close(c, length);
         consume_input(c, length);
+        break;
+    case INPUT_NOT_HTTP:
+        req.status = 400; /* and the rest is discarded while we linger */
         break;
     case INPUT_TOO_LARGE:
         break; /* the rest of the head is discarded while we linger */
@@ -513,8 +646,6 @@ static enum next serve_one_request(struct conn *c)
     case INPUT_GONE:
         return NEXT_CLOSE;
     }
-    if (req.keep_alive && coro_canceled())
-        req.keep_alive = more_input_at_close(c);
     if (!queue_response(c, &req))
         return NEXT_CLOSE;
     counters.requests++;
@@ -539,10 +670,20 @@ static void close_politely(struct conn *c)
     for (;;) {
         ssize_t n = recv(c->fd, c->in, sizeof c->in, 0);
 
-        if (n > 0 || (n < 0 && errno == EINTR))
+        if (n < 0 && errno == EINTR)
             continue;
+        if (n > 0) {
+            /* Discarded. A client that never stops sending never makes
+             * us wait, so the deadlines are checked here too, and the
+             * others get a turn between two chunks. */
+            coro_yield();
+            if (coro_now() >= deadline ||
+                (coro_canceled() && coro_now() >= drain_deadline()))
+                return;
+            continue;
+        }
         if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) ||
-            wait_for_socket(deadline) != 0)
+            wait_for_socket(c, POLLIN, deadline) != 0)
             return;
     }
 }
@@ -555,6 +696,12 @@ static void release_connection(void *arg)
 
     unwatch(c->fd);
     close(c->fd);
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        open_conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
     free(c);
     counters.open--;
 }
@@ -571,9 +718,22 @@ static void *serve_connection(void *arg)
     }
     if (watch(c->fd) != 0)
         return NULL;
-    do
+    /* Between two requests, the others get their turn. A client that
+     * pipelines without pause never makes us wait for its socket, so
+     * without this yield it would keep the pump for as long as it sends,
+     * and every other client would wait (cooperative scheduling is fair
+     * only if each coroutine gives the pump back). A request we had to
+     * wait for gave the pump back already, in the wait: then no yield is
+     * needed, and the common case (one request, then a wait for the
+     * next) costs no extra switch. */
+    for (;;) {
+        c->waited = false;
         next = serve_one_request(c);
-    while (next == NEXT_REQUEST);
+        if (next != NEXT_REQUEST)
+            break;
+        if (!c->waited)
+            coro_yield(); /* after the close: ECANCELED, but it yielded too */
+    }
     if (next == NEXT_LINGER)
         close_politely(c);
     return NULL; /* release_connection() runs now */
@@ -591,6 +751,11 @@ static void start_connection(int fd)
     c->fd = fd;
     c->in_len = 0;
     c->out_len = 0;
+    c->waited = false;
+    c->noticed_close = false;
+    c->arrived_at_close = 0;
+    c->wait_events = 0;
+    c->wait_deadline = 0;
     /* An answer is one send(): never hold it back waiting for an ACK. */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (coro_go(coro_sched_self(), serve_connection, c) != 0) {
@@ -598,6 +763,11 @@ static void start_connection(int fd)
         free(c);
         return;
     }
+    c->prev = NULL;
+    c->next = open_conns;
+    if (open_conns != NULL)
+        open_conns->prev = c;
+    open_conns = c;
     counters.connections++;
     counters.open++; /* until release_connection() */
 }
@@ -624,6 +794,47 @@ static void *give_up(const char *why)
     return NULL;
 }
 
+/*
+ * Out of descriptors (EMFILE, or ENFILE for the whole system): the client
+ * waits in the kernel's queue, and no new readiness edge will come for it,
+ * so it would hang unseen. The classic way out: a spare descriptor, kept
+ * open for this moment. Close it, accept the client with the descriptor
+ * it frees, close the client at once (it sees its connection end,
+ * unanswered, instead of hanging), and open the spare again. The
+ * connections already accepted are served all along. Says so on stderr,
+ * at most once a second (a flood of clients must not become a flood of
+ * log lines). False if no client could be refused that way.
+ */
+static bool refuse_one_connection(int listen_fd, int err)
+{
+    static uint64_t last_logged;
+    static unsigned long refused_at_last_log;
+    uint64_t now = coro_now();
+    int fd = -1;
+
+    if (spare_fd >= 0) {
+        close(spare_fd);
+        fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0) {
+            close(fd);
+            counters.refused++;
+        }
+        spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    }
+    /* Logged when a client was refused, or could not be (no spare). */
+    if ((fd >= 0 || spare_fd < 0) &&
+        (last_logged == 0 || now - last_logged >= CORO_SEC)) {
+        fprintf(stderr,
+                "http_server: out of file descriptors (%s): %lu connections "
+                "open, new ones refused (%lu since the last line)\n",
+                strerror(err), counters.open,
+                counters.refused - refused_at_last_log);
+        last_logged = now;
+        refused_at_last_log = counters.refused;
+    }
+    return fd >= 0;
+}
+
 static void *accept_connections(void *arg)
 {
     int listen_fd = *(int *)arg;
@@ -638,10 +849,17 @@ static void *accept_connections(void *arg)
             coro_yield(); /* a burst of connections must not hog the pump */
         } else if (errno == EAGAIN || errno == EWOULDBLOCK)
             coro_park(); /* ECANCELED ends the loop: the door closes */
-        else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-                 errno == ENOMEM)
-            /* Out of descriptors or memory: the connection stays queued.
-             * No new edge may come for it, so retry after a pause. */
+        else if (errno == EMFILE || errno == ENFILE) {
+            if (refuse_one_connection(listen_fd, errno))
+                coro_yield(); /* the next one, after the others ran */
+            else
+                /* Nobody waiting (or no spare). A new client's edge ends
+                 * this park; a connection closing sends none, so look
+                 * again after a pause. Never a spin. */
+                coro_park_for(100 * CORO_MSEC);
+        } else if (errno == ENOBUFS || errno == ENOMEM)
+            /* Out of memory: the connection stays queued. No new edge
+             * may come for it, so retry after a pause. */
             coro_sleep(100 * CORO_MSEC);
         else if (errno != EINTR && errno != ECONNABORTED)
             return give_up("http_server: accept4");
@@ -721,6 +939,7 @@ static void print_report(const coro_sched *s, size_t abandoned)
     printf("requests answered:     %lu (%lu after the close)\n",
            counters.requests, counters.requests_after_close);
     printf("idle closed at close:  %lu\n", counters.idle_closed);
+    printf("refused (no fds):      %lu\n", counters.refused);
     printf("scheduler stats:\n");
     printf("  closed:              %s\n", st.closed ? "yes" : "no");
     printf("  alive:               %zu\n", st.alive);
@@ -823,6 +1042,7 @@ int main(int argc, char **argv)
     }
     grace_ns = (uint64_t)grace_ms * CORO_MSEC;
     watcher_slots = raise_fd_limit();
+    spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC); /* -1: do without */
     watchers = calloc(watcher_slots, sizeof *watchers);
     bound_port = (int)port;
     listen_fd = open_listener(&bound_port);
@@ -857,5 +1077,7 @@ int main(int argc, char **argv)
         return 1;
     }
     free(watchers);
+    if (spare_fd >= 0)
+        close(spare_fd);
     return failed ? 1 : 0;
 }
