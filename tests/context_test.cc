@@ -1186,6 +1186,49 @@ TEST(Switch, FloatingPointRoundingModeIsPerCoroutine) {
   }
   EXPECT_EQ(coro_destroy(c), 0);
 }
+
+// The switch loads MXCSR only when a control bit differs between the two
+// sides (the six status flags are caller-saved and not carried: see
+// switch_x86_64.S). So every control bit must count, not only rounding:
+// flush-to-zero (bit 15) set in a coroutine stays in the coroutine, while
+// the status flags differ too (main has just raised "inexact").
+unsigned MxcsrWord() {
+  unsigned mxcsr;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  return mxcsr;
+}
+
+void SetMxcsr(unsigned mxcsr) { asm volatile("ldmxcsr %0" : : "m"(mxcsr)); }
+
+constexpr unsigned kFlushToZero = 1u << 15;
+
+void* FlushToZeroInside(void* arg) {
+  auto* seen = static_cast<unsigned*>(arg);
+  SetMxcsr(MxcsrWord() | kFlushToZero);
+  EXPECT_EQ(coro_yield(), 0);
+  *seen = MxcsrWord();
+  return nullptr;
+}
+
+TEST(Switch, EveryMxcsrControlBitIsPerCoroutine) {
+  if (coro_test::UnderValgrind()) {
+    GTEST_SKIP() << "Valgrind does not emulate flush-to-zero";
+  }
+  const unsigned saved = MxcsrWord();
+  SetMxcsr(saved & ~kFlushToZero);
+  unsigned seen = 0;
+  coro* c = coro_create(FlushToZeroInside, &seen, 0);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(coro_resume(c), 0);
+  EXPECT_EQ(MxcsrWord() & kFlushToZero, 0u) << "flush-to-zero leaked out";
+  (void)OneThird();  // raises "inexact" here only: the status flags differ
+  ASSERT_EQ(coro_resume(c), 0);
+  const unsigned after = MxcsrWord();
+  SetMxcsr(saved);
+  EXPECT_NE(seen & kFlushToZero, 0u) << "the coroutine lost flush-to-zero";
+  EXPECT_EQ(after & kFlushToZero, 0u);
+  EXPECT_EQ(coro_destroy(c), 0);
+}
 #endif  // __x86_64__
 
 // ===========================================================================
