@@ -372,6 +372,38 @@ def idle_rows(d):
     return rows
 
 
+def micros(us):
+    """850 us, 1.21 ms."""
+    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.0f} us"
+
+
+def http_rows(d):
+    """The capstone against nginx under wrk (bench/http_bench.py's results)."""
+    res = results(d, "http")
+    rows = []
+    for setting, wrk in (("c64", "-t1 -c64"), ("c256", "-t2 -c256")):
+        ours = (res or {}).get(f"capstone_{setting}")
+        base = (res or {}).get(f"nginx_{setting}")
+        what = f"HTTP req/s, wrk {wrk}"
+        if ours and base:
+            r = float(ours["rps"]) / float(base["rps"])
+            rows.append(Row(what, f"{float(ours['rps']):,.0f}/s",
+                            f"{float(base['rps']):,.0f}/s", times(r),
+                            ">= 1x nginx", r >= 1.0, "nginx, 1 worker"))
+        else:
+            rows.append(Row(what, target=">= 1x nginx"))
+        what = f"HTTP p99 latency, wrk {wrk}"
+        if ours and base:
+            p99, base_p99 = float(ours["p99_us"]), float(base["p99_us"])
+            r = p99 / base_p99
+            rows.append(Row(what, micros(p99), micros(base_p99),
+                            times(r), "<= 1.2x nginx", r <= 1.2,
+                            "nginx, 1 worker"))
+        else:
+            rows.append(Row(what, target="<= 1.2x nginx"))
+    return rows
+
+
 # ── Output ─────────────────────────────────────────────────────────────────
 
 HEADER = ["row", "ours", "baseline (same run)", "ratio", "target",
@@ -435,7 +467,8 @@ def main(argv):
 
     d = args.directory
     rows = (switch_rows(d) + sched_rows(d) + live_rows(d) + threads_rows(d)
-            + timers_rows(d) + sleepers_rows(d) + idle_rows(d))
+            + timers_rows(d) + sleepers_rows(d) + idle_rows(d)
+            + http_rows(d))
     # Rows for information only are neither met nor missed.
     counted = [r for r in rows if not r.info]
     missed = sum(1 for r in counted if r.met is False)

@@ -44,7 +44,7 @@ static void yielder(void *arg) {
     pingpong *p = arg;
     for (;;) {
         p->yields++;
-        coro_context_switch(&p->body, &p->thread);
+        coro_context_switch(&p->body, &p->thread, 0);
     }
 }
 
@@ -64,7 +64,7 @@ static int start(void *ctx) {
 static void round_trips(void *ctx, uint64_t n) {
     pingpong *p = ctx;
     for (uint64_t i = 0; i < n; i++)
-        coro_context_switch(&p->thread, &p->body);
+        coro_context_switch(&p->thread, &p->body, 0);
     p->resumes += n;
 }
 

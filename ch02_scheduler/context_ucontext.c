@@ -39,8 +39,10 @@ void coro_context_make(coro_context *ctx, void *stack_lo, size_t size,
                 (unsigned int)(bits >> 16 >> 16), (unsigned int)bits);
 }
 
-void coro_context_switch(coro_context *from, coro_context *to)
+int coro_context_switch(coro_context *from, coro_context *to, int value)
 {
+    to->value = value; /* for the swapcontext() that suspended `to` */
     if (swapcontext(&from->uc, &to->uc) != 0)
         abort(); /* cannot fail for valid contexts */
+    return from->value; /* set by whoever switched back to us */
 }

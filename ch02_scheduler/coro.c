@@ -144,19 +144,38 @@ static void tools_after_switch(struct coro_thread *t, coro *self)
 /* ── Switching ────────────────────────────────────────────────────────── */
 
 /* Leave `from` for `to`; either may be NULL for the thread's own stack.
- * Returns when something switches back to `from`. */
-static void switch_to(struct coro_thread *t, coro *from, coro *to)
+ * `value` is what `to`'s own call of switch_to() returns when it wakes up.
+ * Returns when something switches back to `from`, with that switch's value.
+ *
+ * Why a value travels with the switch: coro_resume() and coro_yield() end
+ * with `return switch_to(...)`, and once the tools' hooks below compile to
+ * nothing (the normal build), the compiler turns that last call into a
+ * jump (a tail call). The switch then saves, as `from`'s place to come
+ * back to, the address in *our caller* that called coro_resume() or
+ * coro_yield(), and the other side, when it switches back, jumps straight
+ * there. No `ret` runs on the way back. A `ret` here would be predicted
+ * from the CPU's return-stack buffer, which only saw the calls made on the
+ * *other* stack: wrong on every switch (ch01's README has the figures).
+ * For that, nothing may be left to do after the switch: so the side that
+ * leaves does all the bookkeeping for the side that arrives (states,
+ * current coroutine, the result its call returns) before it jumps. */
+static int switch_to(struct coro_thread *t, coro *from, coro *to, int value)
 {
+    int result;
+
     tools_before_switch(t, from, to);
-    coro_context_switch(from ? &from->ctx : &t->native,
-                        to ? &to->ctx : &t->native);
+    result = coro_context_switch(from ? &from->ctx : &t->native,
+                                 to ? &to->ctx : &t->native, value);
     tools_after_switch(t, from);
+    return result;
 }
 
 /* The running coroutine `self` stops (SUSPENDED or DONE) and control goes
- * back to whoever resumed it, which becomes RUNNING again. */
-static void return_to_resumer(struct coro_thread *t, coro *self,
-                              coro_state new_state)
+ * back to whoever resumed it, which becomes RUNNING again and whose
+ * coro_resume() returns 0. Returns, once `self` is resumed again, what its
+ * resumer passed: the result of its coro_yield(). */
+static int return_to_resumer(struct coro_thread *t, coro *self,
+                             coro_state new_state)
 {
     coro *back = self->resumer;
 
@@ -167,7 +186,7 @@ static void return_to_resumer(struct coro_thread *t, coro *self,
     t->current = back;
     if (back)
         back->state = CORO_RUNNING;
-    switch_to(t, self, back);
+    return switch_to(t, self, back, 0);
 }
 
 /* The first code to run on a new coroutine's stack (see context.h). */
@@ -202,7 +221,7 @@ void coro__prepare(coro *c, coro_fn fn, void *arg, bool reused)
                       coroutine_main, c);
 }
 
-void coro__resume(coro *c)
+int coro__resume(coro *c)
 {
     struct coro_thread *t = &this_thread;
     coro *caller = t->current;
@@ -213,9 +232,10 @@ void coro__resume(coro *c)
     c->state = CORO_RUNNING;
     c->started = true;
     t->current = c;
-    switch_to(t, caller, c);
-    /* Back: c yielded or returned, and return_to_resumer() has made the
-     * caller current and RUNNING again. */
+    /* c's coro_yield() returns 0. Back here when c yielded or returned:
+     * return_to_resumer() has made the caller current and RUNNING again,
+     * and passed the 0 we return. */
+    return switch_to(t, caller, c, 0);
 }
 
 /* ── The API ──────────────────────────────────────────────────────────── */
@@ -260,8 +280,7 @@ int coro_resume(coro *c)
     if (c->state != CORO_SUSPENDED)
         return EBUSY; /* RUNNING or NORMAL: its stack is in use */
 
-    coro__resume(c);
-    return 0;
+    return coro__resume(c); /* 0 */
 }
 
 int coro_yield(void)
@@ -270,8 +289,7 @@ int coro_yield(void)
 
     if (t->current == NULL)
         return EPERM;
-    return_to_resumer(t, t->current, CORO_SUSPENDED);
-    return 0;
+    return return_to_resumer(t, t->current, CORO_SUSPENDED); /* 0 */
 }
 
 coro *coro_self(void)

@@ -1,14 +1,16 @@
 /*
  * switch_aarch64.S — the context switch for AArch64 (AAPCS64).
  *
- *   void coro_context_switch(coro_context *from, coro_context *to);
- *                                      x0                 x1
+ *   int coro_context_switch(coro_context *from, coro_context *to, int value);
+ *                                     x0                 x1        w2
  *
  * A switch is an ordinary function call that returns on another stack, so
  * only what AAPCS64 says a callee must preserve is saved ("Machine
  * Registers": "General-purpose Registers" and "SIMD and Floating-Point
  * Registers"): x19–x28, the frame pointer x29, the link register x30 (our
  * return address), sp, and the low 64 bits of v8–v15, that is d8–d15.
+ * `value` is left in w0, the register of an int return value, so the call
+ * that suspended "to" returns it (see switch_x86_64.S).
  *
  * FPCR (rounding mode, flush-to-zero, trap enables) is not switched: the
  * same part of AAPCS64 calls it a global register that only functions whose
@@ -58,6 +60,7 @@ coro_context_switch:
         ldp     d12, d13, [sp, #128]
         ldp     d14, d15, [sp, #144]
         add     sp, sp, #160
+        mov     w0, w2                  /* "to"'s call returns value */
         ret                             /* to x30: wherever "to" stopped */
         .size   coro_context_switch, .-coro_context_switch
 

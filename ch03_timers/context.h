@@ -23,6 +23,7 @@ typedef struct coro_context {
     ucontext_t uc;            /* registers, signal mask, stack: all of it */
     coro_context_entry entry; /* for the first switch only */
     void *arg;
+    int value;                /* what our suspended switch will return */
 } coro_context;
 
 #else
@@ -42,9 +43,12 @@ void coro_context_make(coro_context *ctx, void *stack_lo, size_t size,
                        coro_context_entry entry, void *arg);
 
 /*
- * Save the running context in `from` and continue in `to`. Returns only when
- * some later coro_context_switch() names `from` as its `to`.
+ * Save the running context in `from` and continue in `to`, where the
+ * coro_context_switch() call that suspended `to` returns `value` (the first
+ * switch to a new context drops it). Returns only when some later
+ * coro_context_switch() names `from` as its `to`, and then returns that
+ * switch's `value`.
  */
-void coro_context_switch(coro_context *from, coro_context *to);
+int coro_context_switch(coro_context *from, coro_context *to, int value);
 
 #endif /* CORO_CONTEXT_H */

@@ -1,14 +1,18 @@
 /*
  * switch_x86_64.S — the context switch for x86-64 (System V ABI).
  *
- *   void coro_context_switch(coro_context *from, coro_context *to);
- *                                      %rdi               %rsi
+ *   int coro_context_switch(coro_context *from, coro_context *to, int value);
+ *                                     %rdi               %rsi      %edx
  *
  * A switch is an ordinary function call that returns on another stack. The
  * caller already assumes every caller-saved register is clobbered by the
  * call, so only what the ABI says a callee must preserve is saved: the six
  * callee-saved general registers, the stack pointer, and the control bits
  * of MXCSR and the x87 control word (psABI §3.2.1, Figure 3.4, and §3.2.3).
+ * `value` travels with the switch: it is left in %eax, the register of an
+ * int return value, so the call that suspended "to" returns it. That lets
+ * the side that leaves tell the side that arrives how its call went (the
+ * result of coro_yield() or coro_resume()) with no work after the switch.
  *
  * The saved frame, at from->sp while suspended (addresses grow upwards):
  *
@@ -61,6 +65,7 @@ coro_context_switch:
         popq    %r12
         popq    %rbx
         popq    %rbp
+        movl    %edx, %eax              /* "to"'s call returns value */
         popq    %rcx                    /* "to"'s return address, and */
         jmpq    *%rcx                   /* go there: see the note below */
         .size   coro_context_switch, .-coro_context_switch

@@ -246,8 +246,9 @@ void coro__prepare(coro *c, coro_fn fn, void *arg, bool reused);
 void coro__stack_created(coro *c);
 void coro__stack_destroyed(coro *c);
 
-/* Resume `c` with no checks: the pump's coro_resume(). */
-void coro__resume(coro *c);
+/* Resume `c` with no checks: the pump's coro_resume(). Returns 0, when
+ * `c` has yielded or returned. */
+int coro__resume(coro *c);
 
 /* Run `c`'s cleanups, newest first, and empty the list. */
 void coro__run_cleanups(coro *c);
