@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # //bench:all — every benchmark of the course, one after the other, then one
 # summary table: each of the course's targets, our figure, the same-run
-# baseline, the ratio, met or not (bench/summary.py).
+# baseline, the ratio, met or not (bench/summary.py). The first line is the
+# machine: its CPU model and count of CPUs.
 #
 #   ./tools/bazelw run -c opt //bench:all
 #   ./tools/bazelw run -c opt //bench:all -- --markdown     # the table in Markdown too
@@ -59,6 +60,14 @@ else
   out="$(mktemp -d)" || exit 1
   trap 'rm -rf "$out"' EXIT
 fi
+
+# The machine, first: the figures mean little without it. The model name
+# and the count of CPUs come from /proc/cpuinfo (summary.py prints the same
+# line above its table).
+model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
+cpus=$(grep -c '^processor' /proc/cpuinfo)
+echo "CPU: ${model:-unknown CPU}, ${cpus} CPUs"
+echo
 
 status=0
 start=$(date +%s)

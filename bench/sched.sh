@@ -2,8 +2,10 @@
 # //bench:sched — what the scheduler costs: a yield through the pump (ns per
 # switch; one yield = pump -> coroutine -> pump = 2 switches), and a
 # short-lived coroutine, coro_go + coro_sched_run + finish (ns per
-# coroutine), beside pthread_create + pthread_join (ns per thread), with
-# the bare switch and the manual coro_resume ping-pong for reference, all
+# coroutine), beside pthread_create + pthread_join (ns per thread) and
+# their Boost.Fiber counterparts (this_fiber::yield of one fiber; a fiber
+# created and joined), with the bare switch, the manual coro_resume
+# ping-pong and the same yield on the ch05 library for reference, all
 # interleaved round by round in one run. Extra arguments go to
 # bench/interleave.py, e.g. `./tools/bazelw run -c opt //bench:sched -- --rounds 15`.
 set -euo pipefail
@@ -23,28 +25,37 @@ exec python3 bench/interleave.py \
   --label "yield100=scheduled yield, 100 coroutines, coro_sched_run" \
   --label "yield1_step=scheduled yield, 1 coroutine, coro_sched_step" \
   --label "yield1_ucontext=scheduled yield, 1 coroutine, ucontext back-end" \
+  --label "yield1_ch05=scheduled yield, 1 coroutine, ch05 library" \
+  --label "fiber_yield=Boost.Fiber this_fiber::yield, 1 fiber (baseline)" \
   --label "go1=go + run, 1 per run, guarded stacks" \
   --label "go1_dense=go + run, 1 per run, dense stacks" \
   --label "go100=go + run, 100 per run, guarded stacks" \
   --label "go100_dense=go + run, 100 per run, dense stacks" \
   --label "pthread=pthread_create + pthread_join (baseline)" \
+  --label "fiber_create=Boost.Fiber fiber(fn) + join (baseline)" \
   --ratio yield1/raw_asm \
   --ratio yield1/resume \
   --ratio yield100/yield1 \
   --ratio yield1_ucontext/yield1 \
+  --ratio "yield1_ch05/yield1<=1.1" \
+  --ratio "yield1/fiber_yield<=0.25" \
   --ratio go1/pthread \
   --ratio go1_dense/pthread \
   --ratio go100/pthread \
   --ratio go100_dense/pthread \
+  --ratio "go1/fiber_create<=0.25" \
   raw_asm=bench/sched_raw_asm \
   resume=bench/sched_resume_asm \
   yield1=bench/sched_yield1 \
   yield100=bench/sched_yield100 \
   yield1_step=bench/sched_yield1_step \
   yield1_ucontext=bench/sched_yield1_ucontext \
+  yield1_ch05=bench/sched_yield1_ch05 \
+  fiber_yield=bench/fiber_yield \
   go1=bench/sched_go1 \
   go1_dense=bench/sched_go1_dense \
   go100=bench/sched_go100 \
   go100_dense=bench/sched_go100_dense \
   pthread=bench/thread_create \
+  fiber_create=bench/fiber_create \
   "$@"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # //bench:switch — what one context switch costs: our two back-ends
 # (assembly, ucontext), bare and through the API, against Boost.Context's
-# jump_fcontext, interleaved round by round in one run. Extra arguments go to bench/interleave.py,
+# jump_fcontext (bare) and boost::context::fiber (API against API),
+# interleaved round by round in one run. Extra arguments go to bench/interleave.py,
 # e.g. `./tools/bazelw run -c opt //bench:switch -- --raw --rounds 15`.
 set -euo pipefail
 
@@ -17,8 +18,10 @@ exec python3 bench/interleave.py \
   --label "boost=Boost.Context jump_fcontext, bare (baseline)" \
   --label "raw_ucontext=ucontext switch, bare (ours, context.h)" \
   --label "asm=asm, coro_resume + coro_yield (ours)" \
+  --label "boost_fiber=boost::context::fiber resume (baseline, API)" \
   --label "ucontext=ucontext, coro_resume + coro_yield (ours)" \
-  --ratio raw_asm/boost \
+  --ratio "raw_asm/boost<=1" \
+  --ratio "asm/boost_fiber<=1" \
   --ratio raw_ucontext/raw_asm \
   --ratio asm/raw_asm \
   --ratio ucontext/asm \
@@ -26,5 +29,6 @@ exec python3 bench/interleave.py \
   boost=bench/switch_boost \
   raw_ucontext=bench/switch_raw_ucontext \
   asm=bench/switch_asm \
+  boost_fiber=bench/switch_boost_fiber \
   ucontext=bench/switch_ucontext \
   "$@"

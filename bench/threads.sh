@@ -24,7 +24,7 @@ python3 bench/interleave.py \
   --label "wake=coro_wake + coro_park ping-pong, 2 threads (ours)" \
   --label "condvar=mutex + condvar ping-pong, 2 threads (baseline)" \
   --rate-ratio "post/queue>=2" \
-  --ratio "wake/condvar<=1.5" \
+  --ratio "wake/condvar<=1" \
   post=bench/threads_post \
   queue=bench/threads_queue \
   wake=bench/threads_wake \

@@ -93,8 +93,6 @@ enum { STACK_SIZE = 16 * 1024, MAX_ROUNDS = 100 };
 #define DEFAULT_ROUNDS 3
 /* Default window of deadlines: N x 50 ns (50 ms for a million). */
 #define WINDOW_NS_PER_TIMER 50
-/* The goal for one timer set + fire, in ns. */
-#define TARGET_NS 200.0
 
 typedef enum { SLEEP, UNTIL, YIELD, WAKE, HEAP, CASES } case_id;
 
@@ -445,9 +443,8 @@ static void pass_fail(bool ok, int *failures, const char *fmt, ...) {
         (*failures)++;
 }
 
-static void print_target(const char *what, double ns) {
-    printf("  %s: %.1f ns per timer set + fire; target <= %.0f ns: %s\n",
-           what, ns, TARGET_NS, ns <= TARGET_NS ? "met" : "NOT met");
+static void print_cost(const char *what, double ns) {
+    printf("  %s: %.1f ns per timer set + fire\n", what, ns);
 }
 
 /* ── Main ─────────────────────────────────────────────────────────────── */
@@ -589,18 +586,23 @@ int main(int argc, char **argv) {
            "to the end of\n   coro_sched_run; heap: push N, pop N; CPU: "
            "the thread's CPU time over the round)\n");
     double sleep_cost = sum[SLEEP].total - sum[YIELD].total;
-    print_target("coro_sleep, sleep - yield", sleep_cost);
+    print_cost("coro_sleep, sleep - yield", sleep_cost);
     printf("  CPU, sleep - yield: %.1f ns per timer\n",
            sum[SLEEP].cpu - sum[YIELD].cpu);
     double ordered_cost = sum[SLEEP].total - sum[WAKE].total;
-    print_target("coro_sleep, sleep - wake in order", ordered_cost);
+    print_cost("coro_sleep, sleep - wake in order", ordered_cost);
     printf("  CPU, sleep - wake in order: %.1f ns per timer\n",
            sum[SLEEP].cpu - sum[WAKE].cpu);
+    /* The course's target: what a timer costs (the CPU time of sleep -
+     * wake in order) at most what the binary heap's push + pop costs. */
+    double cpu_ratio = (sum[SLEEP].cpu - sum[WAKE].cpu) / sum[HEAP].cpu;
+    printf("  CPU, (sleep - wake in order) / heap: %.2fx; target <= 1: %s\n",
+           cpu_ratio, cpu_ratio <= 1.0 ? "met" : "NOT met");
     printf("  sleep / yield: %.2fx\n", sum[SLEEP].total / sum[YIELD].total);
     printf("  (sleep - yield) / heap: %.2fx\n", sleep_cost / sum[HEAP].total);
     if (time_until) {
         double until_cost = sum[UNTIL].total - sum[YIELD].total;
-        print_target("coro_park_until, until - yield", until_cost);
+        print_cost("coro_park_until, until - yield", until_cost);
         printf("  (until - yield) / heap: %.2fx\n",
                until_cost / sum[HEAP].total);
     }

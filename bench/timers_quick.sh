@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # //bench:timers_quick — //bench:timers with 100,000 sleepers instead of a
-# million, for //bench:all: a million take minutes (every coroutine's stack
-# is a cold page, see README.md). Extra arguments go to bench/timers.
+# million: the figures at 100,000, in seconds rather than minutes (every
+# coroutine's stack is a cold page, see README.md). //bench:all runs both.
+# Extra arguments go to bench/timers.
 set -euo pipefail
 
 # Paths below are relative to the runfiles root. `bazel run` starts us

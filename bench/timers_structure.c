@@ -38,7 +38,6 @@
 
 enum { MAX_ROUNDS = 100 };
 #define WINDOW_NS_PER_TIMER 50
-#define TARGET_NS 200.0
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -156,10 +155,10 @@ static int measure(size_t n, unsigned rounds, uint64_t seed) {
     printf("  %-44s %9zu %8.1f %8.1f %11.1f\n",
            "binary heap, std::push/pop_heap (baseline)", n, h_set, h_fire,
            h_total);
+    /* The course's target: ours at most the binary heap. */
     printf("  structure, %zu timers: %.1f ns per timer set + fire; "
-           "target <= %.0f ns: %s; ours / binary heap: %.2fx\n", n, o_total,
-           TARGET_NS, o_total <= TARGET_NS ? "met" : "NOT met",
-           o_total / h_total);
+           "ours / binary heap: %.2fx; target <= 1: %s\n", n, o_total,
+           o_total / h_total, o_total <= h_total ? "met" : "NOT met");
     printf("  %s order check, %zu timers: ours %zu wrong, baseline %zu "
            "wrong\n", wrong_ours || wrong_heap ? "FAIL" : "PASS", n,
            wrong_ours, wrong_heap);
