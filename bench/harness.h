@@ -61,13 +61,15 @@ typedef struct {
  * Floating-point status flags, and why the harness clears them.
  *
  * A context switch that follows the ABI restores MXCSR, the SSE control
- * and status register: ours and Boost's save and load all of it. MXCSR
+ * and status register: Boost's saves and loads all of it (ours loads it
+ * only when a control bit differs: see switch_x86_64.S). MXCSR
  * also holds sticky exception flags: one inexact division sets "precision"
  * until someone clears it. If the thread has such a flag set and the other
  * context does not, every switch loads a *different* MXCSR value. On the
  * course's x86-64 machines that took Boost's jump_fcontext from ~4 ns to
- * ~53 ns per switch. The harness computes with doubles between rounds, so
- * without care it would measure that instead of the switch. bench_main
+ * ~53 ns per switch (and ours from ~10 to ~100 ns, before it changed).
+ * The harness computes with doubles between rounds, so without care it
+ * would measure that instead of the switch. bench_main
  * therefore clears the flags before setup (a context made there copies the
  * thread's MXCSR) and before every timed run.
  */
