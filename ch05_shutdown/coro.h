@@ -679,11 +679,13 @@ size_t coro_sched_poll_until(coro_sched *s, uint64_t deadline);
  * it may return earlier for any reason (the pump looks again). It may
  * call coro_wake(), coro_post() and coro_go() on the scheduler: that is
  * how readiness becomes ready coroutines. It must not read or close
- * `wake_fd` (the library empties it).
+ * `wake_fd` (the library empties it), and pumping `s` from it fails as it
+ * does from a post (`EPERM`).
  *
  * @param arg      the `arg` given to coro_sched_set_wait().
  * @param wake_fd  the scheduler's eventfd, readable when another thread
- *                 handed it work (the same one every call).
+ *                 handed it work (the same one every call). A poll may
+ *                 find it readable too (a late wake): ignore it.
  * @param deadline a coro_now() time, or `UINT64_MAX` (no limit). One at
  *                 or before coro_now() means "poll, do not block"; 0 when
  *                 the pump has work ready.
