@@ -668,6 +668,75 @@ size_t coro_sched_poll_for(coro_sched *s, uint64_t ns);
 size_t coro_sched_poll_until(coro_sched *s, uint64_t deadline);
 
 /**
+ * @brief What the pump calls instead of sleeping: a wait hook
+ *        (coro_sched_set_wait()).
+ *
+ * Called on the scheduler's thread, on the pump's stack (never inside a
+ * coroutine of the scheduler), when the pump has nothing ready, and once
+ * per turn while it is busy (see coro_sched_set_wait()).
+ *
+ * It must return by `deadline`, and as soon as `wake_fd` is readable;
+ * it may return earlier for any reason (the pump looks again). It may
+ * call coro_wake(), coro_post() and coro_go() on the scheduler: that is
+ * how readiness becomes ready coroutines. It must not read or close
+ * `wake_fd` (the library empties it), and pumping `s` from it fails as it
+ * does from a post (`EPERM`).
+ *
+ * @param arg      the `arg` given to coro_sched_set_wait().
+ * @param wake_fd  the scheduler's eventfd, readable when another thread
+ *                 handed it work (the same one every call). A poll may
+ *                 find it readable too (a late wake): ignore it.
+ * @param deadline a coro_now() time, or `UINT64_MAX` (no limit). One at
+ *                 or before coro_now() means "poll, do not block"; 0 when
+ *                 the pump has work ready.
+ */
+typedef void (*coro_wait_fn)(void *arg, int wake_fd, uint64_t deadline);
+
+/**
+ * @brief Make the pump of `s` wait in `fn` (an application's epoll_wait,
+ *        say) instead of sleeping the thread itself; NULL undoes it.
+ *
+ * For an application that watches file descriptors on the pump's own
+ * thread: the hook waits on its epoll set, which also holds `*wake_fd`,
+ * and turns readiness into coro_wake() calls. Another thread's coro_go(),
+ * coro_post(), coro_wake(), coro_cancel(), coro_sched_close() and a signal
+ * of coro_sched_close_on_signal() write 1 to `*wake_fd` when the pump
+ * waits, so the hook returns. `*wake_fd` is level-triggered and emptied
+ * by the library after each wait: add it to the epoll set once, with
+ * `EPOLLIN`.
+ *
+ * Fairness: a pump with work ready never waits, so it also calls `fn`
+ * with `deadline` 0 (a poll that must not block) once per turn, a turn
+ * being the entries that were ready when it began (coro_sched_run(),
+ * coro_sched_run_until(), coro_sched_shutdown()); coro_sched_poll_for()
+ * polls once per call when it ran something. coro_sched_step() never
+ * calls `fn`.
+ *
+ * The eventfd (`EFD_NONBLOCK | EFD_CLOEXEC`) is created by the first
+ * call with a hook, and it is the library's: it stays open after
+ * coro_sched_destroy(), because a thread that posted to `s` just before
+ * may still write to it; it then serves the next scheduler that reuses
+ * the wake cell (at worst one wake for nothing). Do not close it.
+ *
+ * @param s       the scheduler.
+ * @param fn      the hook, or NULL to sleep on the futex again.
+ * @param arg     passed to `fn`.
+ * @param wake_fd if not NULL, receives the eventfd (the same one for the
+ *                life of `s`), or -1 when `fn` is NULL.
+ * @return 0, or:
+ *         - `EINVAL`: `s` is NULL;
+ *         - `EPERM`: another thread than the owner, or inside the pump of
+ *           `s` (from a coroutine, a post or the hook itself);
+ *         - `EMFILE`, `ENFILE`, `ENOMEM`: eventfd() failed (too many open
+ *           files in the process, in the system; no memory). `s` keeps
+ *           its previous way of waiting.
+ *
+ * Thread-safety: only from the thread that owns `s`, outside its pump.
+ */
+int coro_sched_set_wait(coro_sched *s, coro_wait_fn fn, void *arg,
+                        int *wake_fd);
+
+/**
  * @brief An event: coroutines wait until it is set.
  *
  * A complete type, so an event can live on a stack or inside a struct;
@@ -1092,7 +1161,8 @@ size_t coro_sched_shutdown(coro_sched *s, uint64_t grace_ns);
  *
  * Installs a handler for `signo` (with `SA_RESTART`) that marks `s` closed
  * and pushes a close request into its inbox — atomic operations and one
- * `futex` system call, all safe inside a signal handler. The pump then
+ * `futex` system call (or a write(2) to the eventfd of a wait hook,
+ * coro_sched_set_wait()), all safe inside a signal handler. The pump then
  * cancels every alive coroutine at its next turn, as coro_sched_close()
  * does. Several schedulers may close on the same signal. The registration
  * ends when `s` is destroyed; the signal's previous disposition is restored

@@ -305,14 +305,18 @@ void coro__signal_forget(coro_sched *s);
 /* ── The inbox (inbox.c) ──────────────────────────────────────────────── */
 
 /* What a producer may still touch after its push: the owner's sleeping
- * flag and the futex word. Cells are recycled, never freed (inbox.c). */
+ * flag, the futex word and the eventfd of the wait hook. Cells are
+ * recycled, never freed, and their eventfds never closed (inbox.c). */
 typedef struct coro_wake_cell coro_wake_cell;
 
-/* A scheduler's inbox: a lock-free stack of requests, and the cell with
- * the futex word its owner sleeps on. */
+/* A scheduler's inbox: a lock-free stack of requests, the cell with the
+ * futex word its owner sleeps on, and the owner's wait hook, if any
+ * (coro_sched_set_wait(); owner only). */
 typedef struct coro_inbox {
     _Atomic(coro_remote *) head;
     coro_wake_cell *cell;
+    coro_wait_fn wait_fn; /* NULL: sleep on the futex */
+    void *wait_arg;
 } coro_inbox;
 
 /* Owner: set up / tear down an inbox. init returns 0 or ENOMEM. */
@@ -328,9 +332,20 @@ coro_remote *coro__inbox_take(coro_inbox *in);
 /* Owner: whether the inbox holds nothing. */
 bool coro__inbox_empty(coro_inbox *in);
 
-/* Owner: sleep until a push or `deadline` (CORO_FOREVER: no deadline). May
- * return early; the caller looks again. */
+/* Owner: sleep until a push or `deadline` (CORO_FOREVER: no deadline), on
+ * the futex or, with a wait hook, in the hook. May return early; the
+ * caller looks again. */
 void coro__inbox_wait(coro_inbox *in, uint64_t deadline);
+
+/* Owner: install the wait hook `fn` (NULL: back to the futex), creating
+ * the cell's eventfd the first time; *wake_fd gets it (-1 for NULL).
+ * Returns 0 or eventfd()'s errno. Never while the owner waits. */
+int coro__inbox_set_wait(coro_inbox *in, coro_wait_fn fn, void *arg,
+                         int *wake_fd);
+
+/* Owner, while work is ready: call the wait hook, if any, with a deadline
+ * already passed (a poll that must not block). */
+void coro__inbox_poll(coro_inbox *in);
 
 
 /* ── Waiting (wait.c, remote.c), for park.c and event.c ───────────────── */

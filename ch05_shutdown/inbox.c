@@ -12,7 +12,8 @@
  *   ──────────────────────                ───────────────────
  *   node->next = head                     list = exchange(head, NULL)
  *   CAS(head: node->next -> node)         reverse(list)  -> oldest first
- *   if owner sleeping: futex wake         run them
+ *   if owner sleeping: wake it            run them
+ *     (futex, or the hook's eventfd)
  *
  * The inbox is a lock-free stack (a Treiber stack) that the owner empties
  * all at once. Taking the whole list with one exchange means the owner
@@ -47,6 +48,43 @@
  * wakes up once for nothing and looks again. (The alternative, counting
  * pushes in progress and having the destroyer wait for zero, costs two
  * more atomic read-modify-writes on every push.)
+ *
+ * The wait hook (coro_sched_set_wait()). An application with an epoll
+ * set of its own wants the pump to sleep there, not on the futex. Then
+ * the owner sleeps in the application's function instead, and the cell's
+ * eventfd stands in for the futex word: the application keeps the eventfd
+ * in its epoll set, a producer that finds the owner sleeping writes 1 to
+ * it, and the owner empties it after the hook returns. The protocol is the
+ * same one, with the eventfd's counter in the place of wake_seq:
+ *
+ *   owner:    sleeping = 1;  if (inbox empty) hook(...);  sleeping = 0;
+ *             read(eventfd)                        (empty the counter)
+ *   producer: push;          if (exchange(sleeping, 0)) write(eventfd, 1)
+ *
+ * The counter is sticky: a write that lands between the owner's check and
+ * its epoll_wait leaves the eventfd readable, so the epoll_wait returns at
+ * once — the gap the futex's "still equal to seen" closes. The owner
+ * empties it only after the hook returned: emptying it between the check
+ * and the hook would throw that very write away (models/inbox_hook.pml
+ * shows the lost wake). A write that lands after the emptying stays for
+ * the next wait, which then returns once for nothing.
+ *
+ * Which way a producer wakes is in `wait_fd`: the eventfd while a hook is
+ * installed, -1 for the futex. Only the owner changes it, and only while
+ * not waiting (coro_sched_set_wait() refuses inside the pump). A producer
+ * reads it after its exchange on `sleeping` took a `true`: that true was
+ * stored (seq_cst, so also a release) by the owner after its last change
+ * of wait_fd, and the exchange is also an acquire, so the producer reads
+ * that change or a later one. A later one means the owner has finished the
+ * wait the producer found, so it is awake and will see the push when it
+ * next looks; any wake is then harmless. Relaxed is enough for wait_fd
+ * on both sides for that reason.
+ *
+ * The eventfd belongs to the cell, like wake_seq, and for the same reason
+ * it is never closed: a late producer may write to it after the scheduler
+ * is destroyed. The write then costs the cell's next owner, if it uses a
+ * hook, one wake-up for nothing. write(2) is async-signal-safe, so the
+ * signal handler of signal.c wakes a hook through the same push.
  */
 #define _GNU_SOURCE
 #include "coro_impl.h"
@@ -56,6 +94,7 @@
 #include <pthread.h>
 #include <linux/futex.h>
 #include <stdlib.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -65,6 +104,9 @@
 struct coro_wake_cell {
     _Alignas(64) _Atomic uint32_t wake_seq; /* the futex word */
     atomic_bool sleeping; /* the owner is in (or about to enter) wait */
+    _Atomic int wait_fd; /* how to wake the owner: its eventfd, -1: futex */
+    int event_fd; /* the cell's eventfd, -1 until a hook needs one; never
+                     closed. Owner only (handed over under pool_lock). */
     coro_wake_cell *next_free; /* in the pool (under pool_lock) */
 };
 
@@ -85,12 +127,16 @@ int coro__inbox_init(coro_inbox *in)
         if (cell == NULL)
             return ENOMEM;
         atomic_init(&cell->wake_seq, 0);
+        cell->event_fd = -1;
     }
-    /* A recycled cell keeps its wake_seq: a late producer's bump of it
-     * can only cost one spurious wake-up. */
+    /* A recycled cell keeps its wake_seq and its eventfd: a late
+     * producer's bump of either can only cost one spurious wake-up. */
     atomic_store(&cell->sleeping, false);
+    atomic_store_explicit(&cell->wait_fd, -1, memory_order_relaxed);
     atomic_init(&in->head, NULL);
     in->cell = cell;
+    in->wait_fn = NULL;
+    in->wait_arg = NULL;
     return 0;
 }
 
@@ -124,8 +170,21 @@ void coro__inbox_push(coro_inbox *in, coro_remote *node)
      * and skip the system call. */
     if (atomic_load_explicit(&cell->sleeping, memory_order_seq_cst) &&
         atomic_exchange_explicit(&cell->sleeping, false, memory_order_seq_cst)) {
-        atomic_fetch_add_explicit(&cell->wake_seq, 1, memory_order_release);
-        syscall(SYS_futex, &cell->wake_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        /* relaxed: the exchange above orders it (see the top of this
+         * file, "Which way a producer wakes"). */
+        int fd = atomic_load_explicit(&cell->wait_fd, memory_order_relaxed);
+
+        if (fd >= 0) {
+            uint64_t one = 1;
+            /* Never blocks (EFD_NONBLOCK). It can only fail with EAGAIN,
+             * when the counter is nearly 2^64: readable anyway. */
+            ssize_t written = write(fd, &one, sizeof one);
+            (void)written;
+        } else {
+            atomic_fetch_add_explicit(&cell->wake_seq, 1, memory_order_release);
+            syscall(SYS_futex, &cell->wake_seq, FUTEX_WAKE_PRIVATE, 1, NULL,
+                    NULL, 0);
+        }
     }
 }
 
@@ -151,15 +210,42 @@ bool coro__inbox_empty(coro_inbox *in)
     return atomic_load_explicit(&in->head, memory_order_acquire) == NULL;
 }
 
+/* coro__inbox_wait() with a hook: the owner sleeps in the application's
+ * function, and a producer writes the eventfd (see the top of this file). */
+static void wait_in_hook(coro_inbox *in, uint64_t deadline)
+{
+    coro_wake_cell *cell = in->cell;
+    uint64_t count;
+    ssize_t got;
+
+    atomic_store_explicit(&cell->sleeping, true, memory_order_seq_cst);
+    if (atomic_load_explicit(&in->head, memory_order_seq_cst) == NULL)
+        in->wait_fn(in->wait_arg, cell->event_fd, deadline);
+    /* relaxed, as in the futex wait below: a producer that still reads
+     * true writes the eventfd once more, and the next wait returns once
+     * for nothing. */
+    atomic_store_explicit(&cell->sleeping, false, memory_order_relaxed);
+    /* Empty the counter, now and not before the hook: a write that came
+     * before the hook must make it return. One read takes the whole count
+     * (no EFD_SEMAPHORE); EAGAIN means nobody wrote. */
+    got = read(cell->event_fd, &count, sizeof count);
+    (void)got;
+}
+
 void coro__inbox_wait(coro_inbox *in, uint64_t deadline)
 {
     coro_wake_cell *cell = in->cell;
-    uint32_t seen = atomic_load_explicit(&cell->wake_seq, memory_order_acquire);
+    uint32_t seen;
     struct timespec until = {
         .tv_sec = (time_t)(deadline / CORO_SEC),
         .tv_nsec = (long)(deadline % CORO_SEC),
     };
 
+    if (in->wait_fn != NULL) {
+        wait_in_hook(in, deadline);
+        return;
+    }
+    seen = atomic_load_explicit(&cell->wake_seq, memory_order_acquire);
     atomic_store_explicit(&cell->sleeping, true, memory_order_seq_cst);
     if (atomic_load_explicit(&in->head, memory_order_seq_cst) == NULL) {
         /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline
@@ -172,4 +258,39 @@ void coro__inbox_wait(coro_inbox *in, uint64_t deadline)
                 FUTEX_BITSET_MATCH_ANY);
     }
     atomic_store_explicit(&cell->sleeping, false, memory_order_relaxed);
+}
+
+int coro__inbox_set_wait(coro_inbox *in, coro_wait_fn fn, void *arg,
+                         int *wake_fd)
+{
+    coro_wake_cell *cell = in->cell;
+
+    /* The first hook of this cell's life: its eventfd. Non-blocking, so a
+     * producer's write and our emptying read never block; close-on-exec,
+     * so a child process does not inherit it. */
+    if (fn != NULL && cell->event_fd < 0) {
+        int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+        if (fd < 0)
+            return errno; /* EMFILE, ENFILE, ENOMEM (ENODEV) */
+        cell->event_fd = fd;
+    }
+    in->wait_fn = fn;
+    in->wait_arg = arg;
+    /* relaxed: the owner is not waiting now; its next seq_cst store of
+     * `sleeping` publishes this (see the top of this file). */
+    atomic_store_explicit(&cell->wait_fd, fn != NULL ? cell->event_fd : -1,
+                          memory_order_relaxed);
+    if (wake_fd != NULL)
+        *wake_fd = fn != NULL ? cell->event_fd : -1;
+    return 0;
+}
+
+void coro__inbox_poll(coro_inbox *in)
+{
+    /* No `sleeping` flag and no emptying: the hook must not block, so no
+     * producer needs to wake it. A count left in the eventfd stays for
+     * the next real wait (which then returns at once, and empties it). */
+    if (in->wait_fn != NULL)
+        in->wait_fn(in->wait_arg, in->cell->event_fd, 0);
 }

@@ -340,6 +340,18 @@ static uint64_t idle_until(coro_sched *s, uint64_t deadline)
  */
 int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
 {
+    /* With a wait hook (coro_sched_set_wait()), a pump that always has
+     * work would never wait, so the hook would never see readiness. So
+     * the pump works in turns: a turn runs the entries that were ready
+     * when it began, and each turn begins with a poll of the hook (its
+     * deadline already passed). Polling more often would cost system
+     * calls without running anything sooner: what the poll makes ready
+     * queues behind the entries already ready. Less often, and a turn
+     * could end without a look. A turn that begins right after a wait
+     * skips the poll: the wait was one. */
+    size_t turn_left = 0; /* entries left in this turn; 0: a new one */
+    bool looked = false;  /* the hook just waited: no poll needed */
+
     while (coro__work_remains(s)) {
         coro__drain_inbox(s);
         coro__fire_due_timers(s);
@@ -347,8 +359,16 @@ int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
          * yielding must not keep run_until past its deadline. */
         if (until_deadline && deadline <= coro_now())
             return ETIMEDOUT;
-        if (coro__run_one(s))
+        if (turn_left == 0 && s->ready_count > 0) {
+            if (!looked)
+                coro__inbox_poll(&s->inbox); /* no hook: nothing */
+            turn_left = s->ready_count;
+        }
+        looked = false;
+        if (coro__run_one(s)) {
+            turn_left--;
             continue;
+        }
         /* What was taken in may have ended the work without queueing
          * anything (a refused request giving its count back, a request
          * owed to a finished coroutine): look again before sleeping. */
@@ -356,6 +376,7 @@ int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
             break;
         coro__timing_pause(s); /* a sleep is not part of the last resume */
         coro__inbox_wait(&s->inbox, idle_until(s, deadline));
+        looked = true;
     }
     return 0;
 }
@@ -428,7 +449,13 @@ size_t coro_sched_poll_until(coro_sched *s, uint64_t deadline)
         coro__timing_pause(s);
         if (wake_at > coro_now())
             coro__inbox_wait(&s->inbox, wake_at);
+        else
+            coro__inbox_poll(&s->inbox); /* a hook still looks */
         ran = run_ready(s);
+    } else {
+        /* Work was ready, so nothing waited: a hook still gets its look
+         * (what it makes ready runs at the next call). */
+        coro__inbox_poll(&s->inbox);
     }
     coro__pump_leave(s, outer);
     return ran;
@@ -448,6 +475,19 @@ void coro__sched_idle_wait(coro_sched *s)
 size_t coro_sched_poll_for(coro_sched *s, uint64_t ns)
 {
     return coro_sched_poll_until(s, coro__deadline_after(ns));
+}
+
+int coro_sched_set_wait(coro_sched *s, coro_wait_fn fn, void *arg,
+                        int *wake_fd)
+{
+    if (s == NULL)
+        return EINVAL;
+    /* Inside the pump (a coroutine, a post, the hook itself) the owner may
+     * be about to wait, or waiting: the way it is woken must not change
+     * under a producer then (inbox.c). */
+    if (!coro__may_pump(s))
+        return EPERM;
+    return coro__inbox_set_wait(&s->inbox, fn, arg, wake_fd);
 }
 
 /* ── The scheduler itself ─────────────────────────────────────────────── */

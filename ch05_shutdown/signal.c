@@ -10,7 +10,7 @@
  *   handler(signo):  for each scheduler registered for signo:
  *                        closed = true                      (atomic store)
  *                        push its embedded close request    (CAS loop)
- *                        wake its pump if it sleeps         (futex syscall)
+ *                        wake its pump if it sleeps         (futex or write(2))
  *
  * Everything else — cancelling every coroutine — is done later by the
  * scheduler's own pump, on its own thread, when it takes the request in
