@@ -20,15 +20,21 @@ exec python3 bench/interleave.py \
   --label "asm=asm, coro_resume + coro_yield (ours)" \
   --label "boost_fiber=boost::context::fiber resume (baseline, API)" \
   --label "ucontext=ucontext, coro_resume + coro_yield (ours)" \
+  --label "raw_asm_flags=asm switch, bare, flags differ (ours)" \
+  --label "boost_flags=Boost.Context jump_fcontext, flags differ" \
   --ratio "raw_asm/boost<=1" \
   --ratio "asm/boost_fiber<=1" \
   --ratio raw_ucontext/raw_asm \
   --ratio asm/raw_asm \
   --ratio ucontext/asm \
+  --ratio raw_asm_flags/raw_asm \
+  --ratio boost_flags/boost \
   raw_asm=bench/switch_raw_asm \
   boost=bench/switch_boost \
   raw_ucontext=bench/switch_raw_ucontext \
   asm=bench/switch_asm \
   boost_fiber=bench/switch_boost_fiber \
   ucontext=bench/switch_ucontext \
+  raw_asm_flags=bench/switch_raw_asm_flags \
+  boost_flags=bench/switch_boost_flags \
   "$@"
