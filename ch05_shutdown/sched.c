@@ -374,7 +374,7 @@ int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
          * owed to a finished coroutine): look again before sleeping. */
         if (!coro__work_remains(s))
             break;
-        coro__timing_pause(s); /* a sleep is not part of the last resume */
+        coro__timing_sleep(s); /* a sleep is not part of the last resume */
         coro__inbox_wait(&s->inbox, idle_until(s, deadline));
         looked = true;
     }
@@ -446,7 +446,7 @@ size_t coro_sched_poll_until(coro_sched *s, uint64_t deadline)
     if (ran == 0) {
         uint64_t wake_at = idle_until(s, deadline);
 
-        coro__timing_pause(s);
+        coro__timing_sleep(s);
         if (wake_at > coro_now())
             coro__inbox_wait(&s->inbox, wake_at);
         else

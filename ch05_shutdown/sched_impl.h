@@ -96,6 +96,7 @@ struct coro_sched {
      * then the next reading (or a post, or the pump going idle); see
      * stats.c. */
     uint64_t ticks_hint;        /* the pump's latest reading */
+    bool hint_stale;            /* the pump slept since: read the clock */
     uint64_t window_start;      /* the reading that opened the window */
     unsigned window_resumes;    /* resumes started in it so far */
     unsigned window_size;       /* resumes it may hold (0 before the first) */
@@ -251,7 +252,7 @@ void coro__abandon_one(coro_sched *s, coro *c);
 /* ── Statistics (stats.c) ─────────────────────────────────────────────── */
 
 /* A reading of the stats clock for "became ready now". */
-uint64_t coro__ready_stamp(const coro_sched *s);
+uint64_t coro__ready_stamp(coro_sched *s);
 
 /* A resume of `c` starts: end the previous timing, measure how long `c`
  * waited, and start timing `c`. */
@@ -259,6 +260,10 @@ void coro__timing_open(coro_sched *s, coro *c);
 
 /* The pump turns to something else than a resume (a post, or sleep). */
 void coro__timing_pause(coro_sched *s);
+
+/* The pump is about to sleep (on its futex or in the wait hook): the
+ * timing pauses, and the next stamp reads the clock. */
+void coro__timing_sleep(coro_sched *s);
 
 /* ── The pump (sched.c), in steps ─────────────────────────────────────── */
 

@@ -126,10 +126,20 @@ uint64_t coro__ticks_to_ns(uint64_t ticks)
 #define LONG_RESUME_NS 500
 
 /* Inside the pump, the window's reading (no clock read on the pump's
- * path). */
-uint64_t coro__ready_stamp(const coro_sched *s)
+ * path) — except for the first stamp after a sleep. A wait hook wakes
+ * coroutines from inside its wait (coro_sched_set_wait()), when it has
+ * seen their readiness: the reading from before the wait is as old as the
+ * wait, and would charge all of it to their latency. So that stamp reads
+ * the clock, and the stamps after it share its reading. */
+uint64_t coro__ready_stamp(coro_sched *s)
 {
-    return s->pumping ? s->ticks_hint : READY_OUTSIDE_PUMP;
+    if (!s->pumping)
+        return READY_OUTSIDE_PUMP;
+    if (s->hint_stale) {
+        s->ticks_hint = coro__ticks();
+        s->hint_stale = false;
+    }
+    return s->ticks_hint;
 }
 
 /* LONG_RESUME_NS in ticks (a division per window: windows of one only
@@ -179,6 +189,12 @@ void coro__timing_pause(coro_sched *s)
     }
 }
 
+void coro__timing_sleep(coro_sched *s)
+{
+    coro__timing_pause(s);
+    s->hint_stale = true;
+}
+
 /* A resume of `c` starts. If the window is full (or none is open) one
  * clock reading ends it and opens the next; otherwise `c` starts at the
  * window's reading. Then: how long `c` waited since it became ready. */
@@ -194,6 +210,7 @@ void coro__timing_open(coro_sched *s, coro *c)
         if (s->window_size == 0)
             s->window_size = 1; /* the first window */
         s->ticks_hint = now;
+        s->hint_stale = false;
         s->window_start = now;
         s->window_resumes = 0;
         s->window_open = true;

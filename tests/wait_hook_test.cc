@@ -416,6 +416,39 @@ TEST(WaitHook, ReadinessTheHookDeliversWithCoroWakeRunsTheCoroutine) {
   EXPECT_EQ(coro_destroy(l.reader), 0);
 }
 
+// A coroutine the hook wakes after a long wait became ready when the hook
+// saw its pipe, not when the pump went to sleep: its wake latency in the
+// statistics is the few microseconds to its resume, not the wait. (A stamp
+// taken from the pump's reading before the wait would say 300 ms.)
+TEST(WaitHook, AWakeFromTheHookAfterALongWaitIsTimedFromTheWake) {
+  Watchdog dog("a coroutine waiting for a pipe");
+  Loop l(/*with_pipe=*/true);
+  l.Install();
+  static Loop* loop;
+  loop = &l;
+  l.reader = coro_spawn(l.s,
+                        [](void*) -> void* {
+                          while (!loop->pipe_seen.load()) coro_park();
+                          return nullptr;
+                        },
+                        nullptr);
+  ASSERT_NE(l.reader, nullptr);
+  std::thread t([&] {
+    WaitUntil([&] { return l.blocking.load(); });
+    usleep(300 * 1000); // the hook waits all this time
+    EXPECT_EQ(write(l.pipe_wr, "x", 1), 1);
+  });
+  EXPECT_EQ(coro_sched_run(l.s), 0);
+  t.join();
+  coro_stats st;
+  ASSERT_EQ(coro_sched_stats(l.s, &st), 0);
+  EXPECT_GE(st.resumes, 2u);
+  // Microseconds in fact; 100 ms leaves room for a slow tool or machine.
+  EXPECT_LT(st.wake_latency_max_ns, 100 * kMs)
+      << "the wait in the hook was charged to the wake";
+  EXPECT_EQ(coro_destroy(l.reader), 0);
+}
+
 TEST(WaitHook, ABusyPumpStillPollsTheHookOncePerTurn) {
   Watchdog dog("a busy pump that never polls its hook");
   // The pipe is readable from the start, and the coroutine yields until
