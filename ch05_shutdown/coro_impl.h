@@ -343,9 +343,18 @@ void coro__inbox_wait(coro_inbox *in, uint64_t deadline);
 int coro__inbox_set_wait(coro_inbox *in, coro_wait_fn fn, void *arg,
                          int *wake_fd);
 
-/* Owner, while work is ready: call the wait hook, if any, with a deadline
- * already passed (a poll that must not block). */
-void coro__inbox_poll(coro_inbox *in);
+/* Owner, while work is ready: call the wait hook with a deadline already
+ * passed (a poll that must not block). */
+void coro__inbox_poll_hook(coro_inbox *in);
+
+/* The same, if there is a hook. Inline: the pump asks at every turn, and
+ * most schedulers have no hook (as a call, the question cost a scheduled
+ * yield about 2 ns of its 15). */
+static inline void coro__inbox_poll(coro_inbox *in)
+{
+    if (in->wait_fn != NULL)
+        coro__inbox_poll_hook(in);
+}
 
 
 /* ── Waiting (wait.c, remote.c), for park.c and event.c ───────────────── */

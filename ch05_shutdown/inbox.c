@@ -286,11 +286,10 @@ int coro__inbox_set_wait(coro_inbox *in, coro_wait_fn fn, void *arg,
     return 0;
 }
 
-void coro__inbox_poll(coro_inbox *in)
+void coro__inbox_poll_hook(coro_inbox *in)
 {
     /* No `sleeping` flag and no emptying: the hook must not block, so no
      * producer needs to wake it. A count left in the eventfd stays for
      * the next real wait (which then returns at once, and empties it). */
-    if (in->wait_fn != NULL)
-        in->wait_fn(in->wait_arg, in->cell->event_fd, 0);
+    in->wait_fn(in->wait_arg, in->cell->event_fd, 0);
 }

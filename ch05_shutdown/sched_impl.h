@@ -251,12 +251,58 @@ void coro__abandon_one(coro_sched *s, coro *c);
 
 /* ── Statistics (stats.c) ─────────────────────────────────────────────── */
 
-/* A reading of the stats clock for "became ready now". */
-uint64_t coro__ready_stamp(coro_sched *s);
+/* Sentinel for ready_at: it became ready while no pump was running, so no
+ * pump was late for it; its wait is not measured. */
+#define CORO_READY_OUTSIDE_PUMP 0
 
-/* A resume of `c` starts: end the previous timing, measure how long `c`
- * waited, and start timing `c`. */
-void coro__timing_open(coro_sched *s, coro *c);
+/* The slow paths of the two inline functions below: each reads the
+ * clock. */
+void coro__timing_refresh(coro_sched *s);
+void coro__timing_new_window(coro_sched *s);
+
+/*
+ * The pump's two timing steps at every resume and every requeue. They are
+ * here, inline, because they run on the pump's hottest path: as calls into
+ * stats.c they cost a scheduled yield 2 to 3 ns (18.9 against 14.9 ns for
+ * chapter 2's yield, measured). stats.c explains the windows.
+ */
+
+/* A reading of the stats clock for "became ready now": inside the pump,
+ * the window's reading (no clock read on the pump's path), unless the
+ * pump slept since (then the first stamp reads the clock). */
+static inline uint64_t coro__ready_stamp(coro_sched *s)
+{
+    if (!s->pumping)
+        return CORO_READY_OUTSIDE_PUMP;
+    if (s->hint_stale)
+        coro__timing_refresh(s);
+    return s->ticks_hint;
+}
+
+/* A resume of `c` starts: inside the window open (while it has room) it
+ * starts at the window's reading, else a new window opens. A coroutine
+ * that yielded last became ready when its resume ended: at this reading,
+ * as near as the pump knows. Then: how long `c` waited. */
+static inline void coro__timing_open(coro_sched *s, coro *c)
+{
+    uint64_t latency;
+
+    if (!s->window_open || s->window_resumes >= s->window_size)
+        coro__timing_new_window(s);
+    s->window_resumes++;
+    if (s->requeued != NULL) {
+        s->requeued->ready_at = s->ticks_hint;
+        s->requeued = NULL;
+    }
+    s->resumes++;
+    if (c->ready_at != CORO_READY_OUTSIDE_PUMP) {
+        latency = s->ticks_hint > c->ready_at ? s->ticks_hint - c->ready_at : 0;
+        s->latency_samples++;
+        s->latency_sum += latency;
+        if (latency > s->latency_max)
+            s->latency_max = latency;
+    }
+}
 
 /* The pump turns to something else than a resume (a post, or sleep). */
 void coro__timing_pause(coro_sched *s);

@@ -26,6 +26,11 @@
  * after resumes turn long may charge up to WINDOW_MAX - 1 other resumes to
  * its longest one; the next window holds one again.
  *
+ * The two steps the pump takes at every resume and every requeue,
+ * coro__timing_open() and coro__ready_stamp(), are inline functions in
+ * sched_impl.h: as calls into this file they cost a scheduled yield 2 to
+ * 3 ns, a sixth of it. Their slow paths, which read the clock, are here.
+ *
  * Owns: the statistics fields of struct coro_sched, each coroutine's
  * ready_at, and the tick clock's rate. Thread: the scheduler's owner only
  * (coro_sched_stats() checks it); coro__ticks() and coro__ticks_to_ns()
@@ -116,30 +121,20 @@ uint64_t coro__ticks_to_ns(uint64_t ticks)
 
 /* ── Timing the pump ──────────────────────────────────────────────────── */
 
-/* Sentinel for ready_at: it became ready while no pump was running, so no
- * pump was late for it; its wait is not measured. */
-#define READY_OUTSIDE_PUMP 0
-
 /* Windows (see the top of this file): at most this many resumes, */
 #define WINDOW_MAX 32
 /* and one resume each while resumes average this long or more. */
 #define LONG_RESUME_NS 500
 
-/* Inside the pump, the window's reading (no clock read on the pump's
- * path) — except for the first stamp after a sleep. A wait hook wakes
- * coroutines from inside its wait (coro_sched_set_wait()), when it has
- * seen their readiness: the reading from before the wait is as old as the
- * wait, and would charge all of it to their latency. So that stamp reads
- * the clock, and the stamps after it share its reading. */
-uint64_t coro__ready_stamp(coro_sched *s)
+/* The first stamp after a sleep (coro__ready_stamp() in sched_impl.h):
+ * a reading of its own. A wait hook wakes coroutines from inside its wait
+ * (coro_sched_set_wait()), when it has seen their readiness: the reading
+ * from before the wait is as old as the wait, and would charge all of it
+ * to their latency. The stamps after it share its reading. */
+void coro__timing_refresh(coro_sched *s)
 {
-    if (!s->pumping)
-        return READY_OUTSIDE_PUMP;
-    if (s->hint_stale) {
-        s->ticks_hint = coro__ticks();
-        s->hint_stale = false;
-    }
-    return s->ticks_hint;
+    s->ticks_hint = coro__ticks();
+    s->hint_stale = false;
 }
 
 /* LONG_RESUME_NS in ticks (a division per window: windows of one only
@@ -195,36 +190,21 @@ void coro__timing_sleep(coro_sched *s)
     s->hint_stale = true;
 }
 
-/* A resume of `c` starts. If the window is full (or none is open) one
- * clock reading ends it and opens the next; otherwise `c` starts at the
- * window's reading. Then: how long `c` waited since it became ready. */
-void coro__timing_open(coro_sched *s, coro *c)
+/* A resume starts and the window is full, or none is open
+ * (coro__timing_open() in sched_impl.h): one clock reading ends the
+ * window in progress and opens the next. */
+void coro__timing_new_window(coro_sched *s)
 {
-    uint64_t now, latency;
+    uint64_t now = coro__ticks();
 
-    if (s->window_open && s->window_resumes < s->window_size) {
-        now = s->ticks_hint;
-    } else {
-        now = coro__ticks();
-        window_close(s, now);
-        if (s->window_size == 0)
-            s->window_size = 1; /* the first window */
-        s->ticks_hint = now;
-        s->hint_stale = false;
-        s->window_start = now;
-        s->window_resumes = 0;
-        s->window_open = true;
-    }
-    s->window_resumes++;
-    stamp_requeued(s, now);
-    s->resumes++;
-    if (c->ready_at != READY_OUTSIDE_PUMP) {
-        latency = now > c->ready_at ? now - c->ready_at : 0;
-        s->latency_samples++;
-        s->latency_sum += latency;
-        if (latency > s->latency_max)
-            s->latency_max = latency;
-    }
+    window_close(s, now);
+    if (s->window_size == 0)
+        s->window_size = 1; /* the first window */
+    s->ticks_hint = now;
+    s->hint_stale = false;
+    s->window_start = now;
+    s->window_resumes = 0;
+    s->window_open = true;
 }
 
 int coro_sched_stats(const coro_sched *s, coro_stats *out)
