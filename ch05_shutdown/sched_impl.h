@@ -102,7 +102,7 @@ struct coro_sched {
     unsigned window_size;       /* resumes it may hold (0 before the first) */
     bool window_open;           /* a window is being timed */
     coro *requeued;             /* it yielded: ready from its next stamp */
-    uint64_t resumes;
+    uint64_t resumes;           /* in the windows closed so far */
     uint64_t longest_resume;
     uint64_t latency_samples;   /* resumes whose wait was measured */
     uint64_t latency_max;
@@ -280,9 +280,11 @@ static inline uint64_t coro__ready_stamp(coro_sched *s)
 }
 
 /* A resume of `c` starts: inside the window open (while it has room) it
- * starts at the window's reading, else a new window opens. A coroutine
- * that yielded last became ready when its resume ended: at this reading,
- * as near as the pump knows. Then: how long `c` waited. */
+ * starts at the window's reading, else a new window opens. Then: how long
+ * `c` waited. (A coroutine that yielded last was stamped with the
+ * window's reading when it was requeued, which is when its resume ended
+ * as near as the pump knows; only a new reading changes that, in
+ * coro__timing_new_window().) */
 static inline void coro__timing_open(coro_sched *s, coro *c)
 {
     uint64_t latency;
@@ -290,11 +292,7 @@ static inline void coro__timing_open(coro_sched *s, coro *c)
     if (!s->window_open || s->window_resumes >= s->window_size)
         coro__timing_new_window(s);
     s->window_resumes++;
-    if (s->requeued != NULL) {
-        s->requeued->ready_at = s->ticks_hint;
-        s->requeued = NULL;
-    }
-    s->resumes++;
+    s->requeued = NULL;
     if (c->ready_at != CORO_READY_OUTSIDE_PUMP) {
         latency = s->ticks_hint > c->ready_at ? s->ticks_hint - c->ready_at : 0;
         s->latency_samples++;

@@ -154,6 +154,7 @@ static void window_close(coro_sched *s, uint64_t now)
     if (!s->window_open)
         return;
     length = now - s->window_start;
+    s->resumes += s->window_resumes;
     if (length > s->longest_resume)
         s->longest_resume = length; /* charged to its longest resume */
     if (length >= s->window_resumes * long_resume_ticks())
@@ -198,6 +199,7 @@ void coro__timing_new_window(coro_sched *s)
     uint64_t now = coro__ticks();
 
     window_close(s, now);
+    stamp_requeued(s, now);
     if (s->window_size == 0)
         s->window_size = 1; /* the first window */
     s->ticks_hint = now;
@@ -218,7 +220,7 @@ int coro_sched_stats(const coro_sched *s, coro_stats *out)
     out->posts_pending = coro__posts_pending(s);
     out->posts_rejected = atomic_load(&s->posts_rejected);
     out->timers_pending = s->timers.count;
-    out->resumes = s->resumes;
+    out->resumes = s->resumes + (s->window_open ? s->window_resumes : 0);
     out->longest_resume_ns = coro__ticks_to_ns(s->longest_resume);
     out->wake_latency_max_ns = coro__ticks_to_ns(s->latency_max);
     out->wake_latency_mean_ns =
