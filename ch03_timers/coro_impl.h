@@ -258,8 +258,9 @@ void coro__timers_remove(coro_timers *t, coro *c);
  * (It drops the dead timers at the top of the heap.) */
 uint64_t coro__timers_next(coro_timers *t);
 
-/* Remove up to `max` timers whose deadline is at or before `now`, earliest
- * first, and store their coroutines in due[0..]; returns how many. */
+/* Remove up to `max` pending timers whose deadline is at or before `now`,
+ * earliest first, and store their coroutines in due[0..]; returns how
+ * many. (Dead timers on the way are dropped, and not counted.) */
 size_t coro__timers_pop_due(coro_timers *t, uint64_t now, coro **due,
                             size_t max);
 
