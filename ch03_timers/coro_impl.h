@@ -216,44 +216,51 @@ void coro__event_unlink(coro *c);
 
 /* ── The timer heap (timer.c) ─────────────────────────────────────────── */
 
-/* One timer: a coroutine and its deadline. `seq` breaks ties between equal
- * deadlines: first set, first fired. `id` names the timer in `where`. */
+/* One timer: its deadline, and `id`, which names its coroutine in `owner`.
+ * `seq` breaks ties between equal deadlines: first set, first fired. 16
+ * bytes, so that four fill a cache line. */
 typedef struct coro_timer {
     uint64_t deadline;
-    uint64_t seq;
-    coro *c;
+    uint32_t seq;
     uint32_t id;
 } coro_timer;
 
-/* A 4-ary min-heap of timers, ordered by (deadline, seq). Each pending
- * timer has an id (its coroutine keeps it in timer_id), and where[id] is
- * its index in the heap, so removal is O(log n) too. Unused ids below
- * ids_used wait on the free_ids stack. A zeroed struct is an empty heap. */
+/* A 4-ary min-heap of timers, ordered by (deadline, seq). Each timer in
+ * the heap has an id (its coroutine keeps it in timer_id); owner[id] is
+ * the coroutine, or NULL once the timer is cancelled: a cancelled timer
+ * stays in the heap, dead, until it reaches the top (timer.c says why,
+ * and how many can pile up). Unused ids below ids_used wait on the
+ * free_ids stack. A zeroed struct is an empty heap. */
 typedef struct coro_timers {
-    coro_timer *heap;   /* [0, count): the heap */
-    uint32_t *where;    /* by id: the timer's index in heap */
+    coro_timer *heap;   /* [0, size): the heap, dead timers included */
+    coro **owner;       /* by id: the timer's coroutine, NULL if dead */
     uint32_t *free_ids; /* [0, free_count): ids free for reuse */
-    size_t count;
+    void *heap_memory;  /* the allocation `heap` points into */
+    size_t count;       /* pending timers (the dead ones not counted) */
+    size_t size;        /* timers in the heap, dead ones included */
     size_t free_count;
     size_t ids_used;    /* ids handed out so far: [0, ids_used) */
     size_t capacity;    /* of each array */
-    uint64_t next_seq;
+    uint32_t next_seq;
 } coro_timers;
 
-/* Room for `n` timers, so that adding never fails. 0 or ENOMEM. */
+/* Room for `n` coroutines' timers (and as many dead ones), so that adding
+ * never fails. 0 or ENOMEM. */
 int coro__timers_reserve(coro_timers *t, size_t n);
 
 /* Add `c`'s timer at `deadline` (room must have been reserved). */
 void coro__timers_add(coro_timers *t, coro *c, uint64_t deadline);
 
-/* Remove `c`'s timer. */
+/* Cancel `c`'s pending timer: it will never fire. */
 void coro__timers_remove(coro_timers *t, coro *c);
 
-/* The earliest deadline, or CORO_FOREVER if there is no timer. */
-uint64_t coro__timers_next(const coro_timers *t);
+/* The earliest pending deadline, or CORO_FOREVER if no timer is pending.
+ * (It drops the dead timers at the top of the heap.) */
+uint64_t coro__timers_next(coro_timers *t);
 
-/* Remove up to `max` timers whose deadline is at or before `now`, earliest
- * first, and store their coroutines in due[0..]; returns how many. */
+/* Remove up to `max` pending timers whose deadline is at or before `now`,
+ * earliest first, and store their coroutines in due[0..]; returns how
+ * many. (Dead timers on the way are dropped, and not counted.) */
 size_t coro__timers_pop_due(coro_timers *t, uint64_t now, coro **due,
                             size_t max);
 

@@ -14,9 +14,10 @@
  * the scheduler's heap (timer.c). coro__make_ready() puts it back; the
  * pump calls coro__fire_due_timers() on every turn for the timeouts.
  *
- * The timer heap keeps room for one timer per alive coroutine, for the
- * same reason as the ready queue's levels (the invariant in ready.c):
- * coro_sleep() cannot fail for lack of memory.
+ * The timer heap keeps room for one timer per alive coroutine (and as
+ * many cancelled ones: timer.c), for the same reason as the ready queue's
+ * levels (the invariant in ready.c): coro_sleep() cannot fail for lack of
+ * memory.
  *
  * Owns: the `timers` heap of struct coro_sched, and each coroutine's
  * waiting, wait_result and deadline. Thread: the scheduler's owner only.

@@ -14,9 +14,10 @@
  * the scheduler's heap (timer.c). coro__make_ready() puts it back; the
  * pump calls coro__fire_due_timers() on every turn for the timeouts.
  *
- * The timer heap keeps room for one timer per alive coroutine, for the
- * same reason as the ready queue's levels (the invariant in ready.c):
- * coro_sleep() cannot fail for lack of memory.
+ * The timer heap keeps room for one timer per alive coroutine (and as
+ * many cancelled ones: timer.c), for the same reason as the ready queue's
+ * levels (the invariant in ready.c): coro_sleep() cannot fail for lack of
+ * memory.
  *
  * A wake or an event set from another thread (chapter 4) races with the
  * timeout: timeout_wins() takes part in the race, and only the winner

@@ -895,6 +895,80 @@ TEST_F(Park, WakingSomeTimedParkersLeavesTheRestInOrder) {
   EXPECT_TRUE(arranged) << "in every attempt most parkers were late";
 }
 
+// A timer cancelled by a wake stays in the heap, dead, until it reaches the
+// top or the heap fills up and drops the dead (timer.c). Here one coroutine
+// parks for 5 ms and is woken at once, thousands of times: its dead timers
+// come due while it is parked again (a dead timer that fired would end
+// that later park early), and they fill the heap over and over (it has
+// room for about two per coroutine), while twenty parkers with near
+// deadlines (many equal) are pending among them: every purge must keep
+// those, in heap order. The parkers must time out in (deadline, park
+// order) order; the churner may time out only if the machine stalled for
+// 5 ms before the wake, and then never before its own deadline.
+TEST_F(Park, ManyCancelledTimersNeverFireAndKeepTheOthersInOrder) {
+  constexpr int kParkers = 20;
+  const long rounds = Iterations(20000);
+  const bool arranged = coro_test::RetryWithMoreRoom([&](uint64_t room) {
+    SCOPED_TRACE("room x" + std::to_string(room));
+    Gate gate(room);
+    const uint64_t churn_timeout = room * 5 * kMs;
+    auto deadline_of = [&](int i) {
+      return gate.base() + static_cast<uint64_t>(3 - i % 4) * 10 * kMs;
+    };
+    uint64_t events = 0;  // bumped by every park and every return
+    std::vector<bool> at_once(kParkers, false);
+    std::vector<int> timed_out;
+    long churner_woken = 0, churner_timed_out = 0;
+    for (int i = 0; i < kParkers; ++i) {
+      Go([&, i] {
+        gate.Pass();
+        const uint64_t seen = ++events;
+        EXPECT_EQ(coro_park_until(deadline_of(i)), ETIMEDOUT);
+        at_once[i] = events == seen;  // nobody ran: it did not suspend
+        ++events;
+        EXPECT_GE(coro_now(), deadline_of(i));
+        timed_out.push_back(i);
+      });
+    }
+    Go([&] { gate.Open(); });
+    coro* churner = Spawn([&] {
+      for (long r = 0; r < rounds; ++r) {
+        const uint64_t parked_at = coro_now();
+        if (coro_park_for(churn_timeout) == 0) {
+          ++churner_woken;
+        } else {
+          ++churner_timed_out;
+          EXPECT_GE(coro_now(), parked_at + churn_timeout)
+              << "round " << r << ": a cancelled timer fired";
+        }
+      }
+    });
+    Go([&] {
+      // Once per round (a wake that finds it not parked leaves a permit,
+      // which its next park takes at once: still 0).
+      for (long r = 0; r < rounds && coro_status(churner) != CORO_DONE;
+           ++r) {
+        coro_wake(churner);
+        EXPECT_EQ(coro_yield(), 0);  // the churner returns and parks again
+      }
+    });
+    EXPECT_EQ(Pump(), 0);
+    EXPECT_EQ(churner_woken + churner_timed_out, rounds);
+    std::vector<int> expected, in_heap;
+    for (int i = 0; i < kParkers; ++i)
+      if (!at_once[i]) expected.push_back(i);
+    std::stable_sort(expected.begin(), expected.end(), [&](int x, int y) {
+      return deadline_of(x) < deadline_of(y);
+    });
+    for (int i : timed_out)
+      if (!at_once[i]) in_heap.push_back(i);
+    EXPECT_EQ(in_heap, expected);
+    return churner_timed_out == 0 &&
+           std::count(at_once.begin(), at_once.end(), true) == 0;
+  });
+  EXPECT_TRUE(arranged) << "in every attempt the machine stalled";
+}
+
 // ===========================================================================
 // coro_wake: errors and wakes from outside the pump
 // ===========================================================================
