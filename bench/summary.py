@@ -90,11 +90,15 @@ class Row:
     ("info" in the result column) and never counted as met or missed."""
 
     def __init__(self, what, ours=None, base=None, ratio=None, target="",
-                 met=None, base_label="", info=False):
+                 met=None, base_label="", info=False, unresolved=False):
         self.what, self.ours, self.base = what, ours, base
         self.ratio, self.target, self.met = ratio, target, met
         self.base_label = base_label
         self.info = info
+        # It ran, but its figure cannot be judged (a difference of two
+        # noisy figures that came out at or below zero): neither met nor
+        # missed.
+        self.unresolved = unresolved
         if info:
             self.target = "(no target)"
 
@@ -106,6 +110,8 @@ class Row:
             base = f"{base} ({self.base_label})"
         if self.info:
             result = "info"
+        elif self.unresolved:
+            result = "unresolved"
         else:
             result = "met" if self.met else "MISSED"
         return [self.what, self.ours, base, self.ratio or "-", self.target,
@@ -310,9 +316,12 @@ def timers_rows_of(d, name, expected_n):
     if cost is not None and heap:
         ours = f"{cost:.0f} ns" + (f" (vs yield {cost_yield:.0f})"
                                    if cost_yield is not None else "")
+        # A difference at or below zero says only that the noise was
+        # larger than the timer's cost in this run: no verdict.
         rows.append(Row(what, ours, ns(heap),
                         times(cost / heap) if cost > 0 else "-",
-                        "<= 1x heap", cost <= heap, "binary heap push+pop"))
+                        "<= 1x heap", cost <= heap, "binary heap push+pop",
+                        unresolved=cost <= 0))
     else:
         rows.append(Row(what, target="<= 1x heap"))
     return rows
@@ -471,7 +480,8 @@ def main(argv):
             + http_rows(d))
     # Rows for information only are neither met nor missed.
     counted = [r for r in rows if not r.info]
-    missed = sum(1 for r in counted if r.met is False)
+    unresolved = sum(1 for r in counted if r.unresolved and r.met is not None)
+    missed = sum(1 for r in counted if r.met is False and not r.unresolved)
     not_run = sum(1 for r in counted if r.met is None)
 
     about = [machine()]
@@ -481,8 +491,11 @@ def main(argv):
         about.append(f"{args.seconds} s")
     print(f"Summary: the course's targets ({'; '.join(about)})")
     print_text(rows)
-    print(f"  {len(counted) - missed - not_run} met, {missed} missed"
+    print(f"  {len(counted) - missed - not_run - unresolved} met, "
+          f"{missed} missed"
           + (f", {not_run} not run" if not_run else "")
+          + (f", {unresolved} unresolved (a difference within the noise)"
+             if unresolved else "")
           + f", of {len(counted)} targets ({len(rows) - len(counted)} rows "
           "for information). Ratios compare figures of this run; "
           "absolute figures move with the machine's load.")
