@@ -262,9 +262,10 @@ void coro__timing_new_window(coro_sched *s);
 
 /*
  * The pump's two timing steps at every resume and every requeue. They are
- * here, inline, because they run on the pump's hottest path: as calls into
- * stats.c they cost a scheduled yield 2 to 3 ns (18.9 against 14.9 ns for
- * chapter 2's yield, measured). stats.c explains the windows.
+ * here, inline, because they run on the pump's hottest path, so that their
+ * common case costs no call. What they cost is mostly their bookkeeping: a
+ * scheduled yield measured 17.4 ns without them and 18.8 ns with them,
+ * against 15.3 ns for chapter 2's. stats.c explains the windows.
  */
 
 /* A reading of the stats clock for "became ready now": inside the pump,

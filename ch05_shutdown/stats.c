@@ -28,8 +28,8 @@
  *
  * The two steps the pump takes at every resume and every requeue,
  * coro__timing_open() and coro__ready_stamp(), are inline functions in
- * sched_impl.h: as calls into this file they cost a scheduled yield 2 to
- * 3 ns, a sixth of it. Their slow paths, which read the clock, are here.
+ * sched_impl.h, so that their common case costs no call. Their slow
+ * paths, which read the clock, are here.
  *
  * Owns: the statistics fields of struct coro_sched, each coroutine's
  * ready_at, and the tick clock's rate. Thread: the scheduler's owner only
