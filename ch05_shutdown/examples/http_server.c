@@ -116,7 +116,6 @@ enum {
 
 static coro_sched *sched;
 static int epoll_fd = -1;
-static int wake_fd = -1; /* the scheduler's (coro_sched_set_wait()): never closed */
 
 /* Who waits on each socket, indexed by file descriptor; NULL: nobody. */
 static coro **watchers;
@@ -197,13 +196,14 @@ static void wait_for_sockets(void *arg, int scheduler_wake_fd, uint64_t deadline
     int n;
 
     (void)arg;
-    (void)scheduler_wake_fd; /* in the set already; the library empties it */
     n = epoll_wait(epoll_fd, events, MAX_EVENTS, timeout_ms(deadline));
     /* n < 0: EINTR (a signal). The pump looks again, and calls us again. */
     for (int i = 0; i < n; i++) {
         int fd = events[i].data.fd;
 
-        if (fd != wake_fd && watchers[fd] != NULL)
+        /* The scheduler's wake_fd is in the set too; the library empties
+         * it. */
+        if (fd != scheduler_wake_fd && watchers[fd] != NULL)
             coro_wake(watchers[fd]);
     }
 }
@@ -212,6 +212,7 @@ static void wait_for_sockets(void *arg, int scheduler_wake_fd, uint64_t deadline
 static int readiness_start(coro_sched *s)
 {
     struct epoll_event ev = {.events = EPOLLIN};
+    int wake_fd; /* the scheduler's: never closed (coro_sched_set_wait()) */
     int err;
 
     epoll_fd = epoll_create1(EPOLL_CLOEXEC);
