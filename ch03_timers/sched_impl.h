@@ -104,9 +104,20 @@ void coro__cache_flush(coro_sched *s);
 
 /* ── Waiting (wait.c) ─────────────────────────────────────────────────── */
 
-/* Move every coroutine whose deadline has come to the ready queue, in
- * deadline order. A sleep ends normally; a park or event wait times out. */
-void coro__fire_due_timers(coro_sched *s);
+/* The slow path of coro__fire_due_timers() below, for a scheduler with
+ * timers set: read the clock, and move every coroutine whose deadline has
+ * come to the ready queue, in deadline order. A sleep ends normally; a
+ * park or event wait times out. */
+void coro__read_clock_and_fire_timers(coro_sched *s);
+
+/* The pump's look at the timers, before every resume. Inline, because
+ * most often no timer is set at all: then the look costs no call and no
+ * clock read. */
+static inline void coro__fire_due_timers(coro_sched *s)
+{
+    if (s->timers.count > 0)
+        coro__read_clock_and_fire_timers(s);
+}
 
 /* ── The pump (sched.c), in steps ─────────────────────────────────────── */
 

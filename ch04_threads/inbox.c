@@ -146,11 +146,6 @@ coro_remote *coro__inbox_take(coro_inbox *in)
     return oldest_first;
 }
 
-bool coro__inbox_empty(coro_inbox *in)
-{
-    return atomic_load_explicit(&in->head, memory_order_acquire) == NULL;
-}
-
 void coro__inbox_wait(coro_inbox *in, uint64_t deadline)
 {
     coro_wake_cell *cell = in->cell;

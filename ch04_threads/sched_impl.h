@@ -156,9 +156,20 @@ coro_dense *coro__owner_dense(const coro_sched *s);
 
 /* ── Waiting (wait.c) ─────────────────────────────────────────────────── */
 
-/* Move every coroutine whose deadline has come to the ready queue, in
- * deadline order. A sleep ends normally; a park or event wait times out. */
-void coro__fire_due_timers(coro_sched *s);
+/* The slow path of coro__fire_due_timers() below, for a scheduler with
+ * timers set: read the clock, and move every coroutine whose deadline has
+ * come to the ready queue, in deadline order. A sleep ends normally; a
+ * park or event wait times out. */
+void coro__read_clock_and_fire_timers(coro_sched *s);
+
+/* The pump's look at the timers, before every resume. Inline, because
+ * most often no timer is set at all: then the look costs no call and no
+ * clock read. */
+static inline void coro__fire_due_timers(coro_sched *s)
+{
+    if (s->timers.count > 0)
+        coro__read_clock_and_fire_timers(s);
+}
 
 /* ── Other threads' requests (remote.c) ───────────────────────────────── */
 
@@ -181,9 +192,19 @@ int coro__post_remote(coro_sched *s, coro_post_fn fn, void *arg);
 /* The pump, done with another thread's post: its node goes back. */
 void coro__post_node_return(coro_sched *s, struct post *p);
 
-/* Move every request from the inbox (after any backlog) into the ready
+/* The slow path of coro__drain_inbox() below, for requests waiting:
+ * move every request from the inbox (after any backlog) into the ready
  * queue, oldest first. */
-void coro__drain_inbox(coro_sched *s);
+void coro__take_in_requests(coro_sched *s);
+
+/* The pump's look at the inbox, before every resume. Inline, because
+ * most often nothing waits there: then the look is one load and no
+ * call. */
+static inline void coro__drain_inbox(coro_sched *s)
+{
+    if (s->backlog != NULL || !coro__inbox_empty(&s->inbox))
+        coro__take_in_requests(s);
+}
 
 /* ── The pump (sched.c), in steps ─────────────────────────────────────── */
 

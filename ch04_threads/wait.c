@@ -72,22 +72,19 @@ static bool timeout_wins(coro *c)
     }
 }
 
-/* How many due timers coro__fire_due_timers() takes from the heap at a
+/* How many due timers coro__read_clock_and_fire_timers() takes from the heap at a
  * time. */
 enum { FIRE_BATCH = 16 };
 
 /* Due timers come off the heap in batches: the heap starts loading each
  * coroutine as it hands it over (a cache miss, with many), so the loads of
  * a batch overlap instead of each stalling the loop in turn. */
-void coro__fire_due_timers(coro_sched *s)
+void coro__read_clock_and_fire_timers(coro_sched *s)
 {
     coro *due[FIRE_BATCH];
     size_t n;
-    uint64_t now;
+    uint64_t now = coro_now();
 
-    if (s->timers.count == 0)
-        return; /* no clock read when nobody waits on time */
-    now = coro_now();
     do {
         n = coro__timers_pop_due(&s->timers, now, due, FIRE_BATCH);
         for (size_t i = 0; i < n; i++) {

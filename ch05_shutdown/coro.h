@@ -1228,9 +1228,10 @@ size_t coro_pool_shutdown(coro_pool *p, uint64_t grace_ns);
  *
  * Times are nanoseconds. They are measured with the processor's cycle
  * counter, converted with the monotonic clock. The pump reads it once per
- * window of resumes: one resume per window while resumes average 500 ns
- * or more (every figure exact), up to 32 while they are shorter (a figure
- * may then be off by up to a window, a few microseconds).
+ * window of resumes, which lasts about 2 µs: one resume per window while
+ * resumes take that long or more (every figure exact), up to 256 while
+ * they are shorter (a figure may then be off by up to a window, a few
+ * microseconds).
  */
 typedef struct coro_stats {
     size_t alive;             /**< coroutines alive (coro_sched_alive()) */

@@ -205,11 +205,6 @@ coro_remote *coro__inbox_take(coro_inbox *in)
     return oldest_first;
 }
 
-bool coro__inbox_empty(coro_inbox *in)
-{
-    return atomic_load_explicit(&in->head, memory_order_acquire) == NULL;
-}
-
 /* coro__inbox_wait() with a hook: the owner sleeps in the application's
  * function, and a producer writes the eventfd (see the top of this file). */
 static void wait_in_hook(coro_inbox *in, uint64_t deadline)

@@ -280,12 +280,10 @@ static bool take_in(coro_sched *s, coro_remote *r)
     abort(); /* no other kind exists */
 }
 
-void coro__drain_inbox(coro_sched *s)
+void coro__take_in_requests(coro_sched *s)
 {
     coro_remote *list, *tail;
 
-    if (s->backlog == NULL && coro__inbox_empty(&s->inbox))
-        return; /* the common case: one atomic load */
     s->ticks_hint = coro__ticks(); /* what arrives becomes ready now */
     list = coro__inbox_take(&s->inbox);
     if (s->backlog != NULL) {

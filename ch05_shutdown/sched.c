@@ -348,7 +348,8 @@ int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
      * calls without running anything sooner: what the poll makes ready
      * queues behind the entries already ready. Less often, and a turn
      * could end without a look. A turn that begins right after a wait
-     * skips the poll: the wait was one. */
+     * skips the poll: the wait was one. Without a hook there is nothing
+     * to poll, and the pump does not count turns at all. */
     size_t turn_left = 0; /* entries left in this turn; 0: a new one */
     bool looked = false;  /* the hook just waited: no poll needed */
 
@@ -359,14 +360,16 @@ int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
          * yielding must not keep run_until past its deadline. */
         if (until_deadline && deadline <= coro_now())
             return ETIMEDOUT;
-        if (turn_left == 0 && s->ready_count > 0) {
+        if (coro__inbox_has_hook(&s->inbox) && turn_left == 0 &&
+            s->ready_count > 0) {
             if (!looked)
-                coro__inbox_poll(&s->inbox); /* no hook: nothing */
+                coro__inbox_poll_hook(&s->inbox);
             turn_left = s->ready_count;
         }
         looked = false;
         if (coro__run_one(s)) {
-            turn_left--;
+            if (turn_left > 0)
+                turn_left--;
             continue;
         }
         /* What was taken in may have ended the work without queueing

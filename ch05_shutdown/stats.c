@@ -18,13 +18,16 @@
  * bound otherwise; inside a window every resume starts "at" the window's
  * reading, so a wake latency is off by less than a window.
  *
- * How long a window is. While resumes are long (LONG_RESUME_NS or more on
- * average), a reading costs little beside them: windows hold one resume
- * and every figure is exact. While they are short, each window may hold
- * twice as many as the last, up to WINDOW_MAX, so a window of short
- * resumes lasts a few microseconds at most. The price: the first window
- * after resumes turn long may charge up to WINDOW_MAX - 1 other resumes to
- * its longest one; the next window holds one again.
+ * How long a window is: about WINDOW_NS, whatever the resumes cost, so
+ * that a reading is a small share of a window and every figure is right
+ * to within a few microseconds. The pump cannot see a window's length
+ * before it ends, so it steers by the last one: a window that ended
+ * shorter than WINDOW_NS lets the next hold twice as many resumes (up to
+ * WINDOW_MAX); one that ended longer lets the next hold as many as would
+ * have fitted at its pace, and resumes of WINDOW_NS or more get a window
+ * each, where every figure is exact. The price: the first window after
+ * resumes turn long may charge a few microseconds of short resumes to its
+ * longest one; the next window holds one again.
  *
  * The two steps the pump takes at every resume and every requeue,
  * coro__timing_open() and coro__ready_stamp(), are inline functions in
@@ -121,10 +124,12 @@ uint64_t coro__ticks_to_ns(uint64_t ticks)
 
 /* ── Timing the pump ──────────────────────────────────────────────────── */
 
-/* Windows (see the top of this file): at most this many resumes, */
-#define WINDOW_MAX 32
-/* and one resume each while resumes average this long or more. */
-#define LONG_RESUME_NS 500
+/* Windows (see the top of this file) aim at this length, */
+#define WINDOW_NS 2000
+/* and never hold more resumes than this. (A reading costs 8 to 40 ns;
+ * yields at 15 ns fill 2 µs with about 130, so windows of them settle
+ * between 128 and 256, and the reading costs them 0.1 to 0.3 ns each.) */
+#define WINDOW_MAX 256
 
 /* The first stamp after a sleep (coro__ready_stamp() in sched_impl.h):
  * a reading of its own. A wait hook wakes coroutines from inside its wait
@@ -137,30 +142,43 @@ void coro__timing_refresh(coro_sched *s)
     s->hint_stale = false;
 }
 
-/* LONG_RESUME_NS in ticks (a division per window: windows of one only
- * follow long resumes, beside which it costs nothing). */
-static uint64_t long_resume_ticks(void)
+/* WINDOW_NS in ticks (a division per window, which costs nothing beside
+ * the reading that ends it). */
+static uint64_t window_ticks(void)
 {
     pthread_once(&ns_per_tick_once, measure_ns_per_tick);
-    return (uint64_t)(LONG_RESUME_NS / ns_per_tick) + 1;
+    return (uint64_t)(WINDOW_NS / ns_per_tick) + 1;
+}
+
+/* The size of the window after one of `held` resumes that lasted
+ * `length` ticks. */
+static unsigned next_window_size(unsigned size, unsigned held,
+                                 uint64_t length)
+{
+    uint64_t target = window_ticks();
+    uint64_t fitted;
+
+    if (length < target)
+        return size < WINDOW_MAX ? 2 * size : WINDOW_MAX;
+    fitted = held * target / length; /* at this window's pace */
+    return fitted > 0 ? (unsigned)fitted : 1;
 }
 
 /* End the window in progress at `now`, a reading, and choose the size of
  * the next one. */
 static void window_close(coro_sched *s, uint64_t now)
 {
+    unsigned held = s->window_size - s->window_left;
     uint64_t length;
 
     if (!s->window_open)
         return;
     length = now - s->window_start;
-    s->resumes += s->window_resumes;
+    s->resumes += held;
     if (length > s->longest_resume)
         s->longest_resume = length; /* charged to its longest resume */
-    if (length >= s->window_resumes * long_resume_ticks())
-        s->window_size = 1; /* long resumes: a reading each is cheap */
-    else if (s->window_size < WINDOW_MAX)
-        s->window_size *= 2;
+    s->window_size = next_window_size(s->window_size, held, length);
+    s->window_left = 0;
     s->window_open = false;
 }
 
@@ -205,12 +223,14 @@ void coro__timing_new_window(coro_sched *s)
     s->ticks_hint = now;
     s->hint_stale = false;
     s->window_start = now;
-    s->window_resumes = 0;
+    s->window_left = s->window_size;
     s->window_open = true;
 }
 
 int coro_sched_stats(const coro_sched *s, coro_stats *out)
 {
+    uint64_t measured; /* resumes whose wait was measured */
+
     if (s == NULL || out == NULL)
         return EINVAL;
     if (!coro__sched_on_owner_thread(s))
@@ -220,13 +240,13 @@ int coro_sched_stats(const coro_sched *s, coro_stats *out)
     out->posts_pending = coro__posts_pending(s);
     out->posts_rejected = atomic_load(&s->posts_rejected);
     out->timers_pending = s->timers.count;
-    out->resumes = s->resumes + (s->window_open ? s->window_resumes : 0);
+    out->resumes =
+        s->resumes + (s->window_open ? s->window_size - s->window_left : 0);
+    measured = out->resumes - s->unmeasured;
     out->longest_resume_ns = coro__ticks_to_ns(s->longest_resume);
     out->wake_latency_max_ns = coro__ticks_to_ns(s->latency_max);
     out->wake_latency_mean_ns =
-        s->latency_samples
-            ? coro__ticks_to_ns(s->latency_sum / s->latency_samples)
-            : 0;
+        measured ? coro__ticks_to_ns(s->latency_sum / measured) : 0;
     out->closed = coro__is_closed(s);
     return 0;
 }
