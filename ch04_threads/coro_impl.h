@@ -237,6 +237,8 @@ typedef struct coro_wake_cell coro_wake_cell;
 typedef struct coro_inbox {
     _Atomic(coro_remote *) head;
     coro_wake_cell *cell;
+    unsigned spin_skip;    /* owner: waits left to sleep without a spin */
+    unsigned spin_backoff; /* owner: spin_skip after the next failed spin */
 } coro_inbox;
 
 /* Owner: set up / tear down an inbox. init returns 0 or ENOMEM. */

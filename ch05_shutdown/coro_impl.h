@@ -317,6 +317,8 @@ typedef struct coro_inbox {
     coro_wake_cell *cell;
     coro_wait_fn wait_fn; /* NULL: sleep on the futex */
     void *wait_arg;
+    unsigned spin_skip;    /* owner: waits left to sleep without a spin */
+    unsigned spin_backoff; /* owner: spin_skip after the next failed spin */
 } coro_inbox;
 
 /* Owner: set up / tear down an inbox. init returns 0 or ENOMEM. */

@@ -85,6 +85,23 @@
  * is destroyed. The write then costs the cell's next owner, if it uses a
  * hook, one wake-up for nothing. write(2) is async-signal-safe, so the
  * signal handler of signal.c wakes a hook through the same push.
+ *
+ * A short spin before sleeping. Falling asleep is cheap; waking up is not:
+ * a futex wake costs the waker a system call, and the sleeper the time it
+ * takes the kernel (and, in a virtual machine, the host) to get a halted
+ * processor running again: about 3 µs on the machine of the course's
+ * benchmarks, against under 0.5 µs for everything else a wake does. So an
+ * idle owner first watches its inbox for up to SPIN_NS, as Go's scheduler
+ * and many mutexes do; a request that arrives meanwhile costs neither
+ * side a system call. Spinning only pays if requests come back that fast,
+ * so a spin that finds nothing makes the owner skip spinning for the next
+ * 1, 2, 4, ... up to SPIN_BACKOFF_MAX waits, and a spin that finds work
+ * starts it over: a pump that sleeps for milliseconds at a time spins
+ * once in 65 waits. With one processor to run on there is no spin at all:
+ * the producer could not run while the owner spins. The spin is only
+ * loads of `head`: the handshake above is unchanged, and a spin that sees
+ * a request is one more early return, after which the pump looks again.
+ * (A wait hook does not spin: its application decides how it waits.)
  */
 #define _GNU_SOURCE
 #include "coro_impl.h"
@@ -92,6 +109,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
@@ -134,6 +153,8 @@ int coro__inbox_init(coro_inbox *in)
     atomic_store(&cell->sleeping, false);
     atomic_store_explicit(&cell->wait_fd, -1, memory_order_relaxed);
     atomic_init(&in->head, NULL);
+    in->spin_skip = 0;
+    in->spin_backoff = 0;
     in->cell = cell;
     in->wait_fn = NULL;
     in->wait_arg = NULL;
@@ -227,6 +248,78 @@ static void wait_in_hook(coro_inbox *in, uint64_t deadline)
     (void)got;
 }
 
+/* The spin before a sleep (see the top of this file). */
+enum {
+    SPIN_NS = 5 * CORO_USEC,  /* how long an idle owner watches its inbox */
+    SPIN_CHECKS = 32,         /* looks between two clock reads */
+    SPIN_BACKOFF_MAX = 64,    /* most waits skipped after failed spins */
+};
+
+/* Whether this thread may run beside another: a spin is pointless if the
+ * producer it waits for could only run once it stops. Asked once per
+ * thread (a later change of its affinity goes unseen). */
+static bool may_run_beside_another(void)
+{
+    static _Thread_local int answer = -1; /* -1: not asked yet */
+    cpu_set_t cpus;
+
+    if (answer < 0)
+        answer = sched_getaffinity(0, sizeof cpus, &cpus) == 0 &&
+                 CPU_COUNT(&cpus) > 1;
+    return answer;
+}
+
+/* Tell the processor this is a spin loop: it saves power, and leaves the
+ * core to its other hardware thread. */
+static void spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+/* Watch the inbox for up to SPIN_NS (or until `deadline`): true if a
+ * request arrived. */
+static bool request_arrived_while_spinning(coro_inbox *in, uint64_t deadline)
+{
+    uint64_t until = coro_now() + SPIN_NS;
+
+    if (until > deadline)
+        until = deadline;
+    do {
+        for (int i = 0; i < SPIN_CHECKS; i++) {
+            /* relaxed: a request seen here is only a reason to return;
+             * the pump takes it with coro__inbox_take()'s acquire. */
+            if (atomic_load_explicit(&in->head, memory_order_relaxed) != NULL)
+                return true;
+            spin_pause();
+        }
+    } while (coro_now() < until);
+    return false;
+}
+
+/* Whether to skip the sleep: spin, if spinning has been paying lately. */
+static bool spin_finds_work(coro_inbox *in, uint64_t deadline)
+{
+    if (in->spin_skip > 0) {
+        in->spin_skip--;
+        return false;
+    }
+    if (!may_run_beside_another())
+        return false;
+    if (request_arrived_while_spinning(in, deadline)) {
+        in->spin_backoff = 0;
+        return true;
+    }
+    in->spin_backoff = in->spin_backoff == 0 ? 1 : 2 * in->spin_backoff;
+    if (in->spin_backoff > SPIN_BACKOFF_MAX)
+        in->spin_backoff = SPIN_BACKOFF_MAX;
+    in->spin_skip = in->spin_backoff;
+    return false;
+}
+
 void coro__inbox_wait(coro_inbox *in, uint64_t deadline)
 {
     coro_wake_cell *cell = in->cell;
@@ -240,6 +333,8 @@ void coro__inbox_wait(coro_inbox *in, uint64_t deadline)
         wait_in_hook(in, deadline);
         return;
     }
+    if (spin_finds_work(in, deadline))
+        return;
     seen = atomic_load_explicit(&cell->wake_seq, memory_order_acquire);
     atomic_store_explicit(&cell->sleeping, true, memory_order_seq_cst);
     if (atomic_load_explicit(&in->head, memory_order_seq_cst) == NULL) {

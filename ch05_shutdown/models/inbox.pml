@@ -6,7 +6,9 @@
  *   inbox.c:coro__inbox_push()   read in->cell, then the CAS push (seq_cst),
  *                                then load + exchange of `sleeping`, and the
  *                                winner's wake_seq++ and futex wake;
- *   inbox.c:coro__inbox_wait()   read wake_seq (`seen`), store sleeping = 1
+ *   inbox.c:coro__inbox_wait()   the spin (spin_finds_work(): loads of
+ *                                head; one that sees a request returns),
+ *                                or: read wake_seq (`seen`), store sleeping = 1
  *                                (seq_cst: mov + mfence), check head,
  *                                futex_wait(wake_seq, seen), store
  *                                sleeping = 0 (relaxed: a buffered store);
@@ -124,6 +126,17 @@ inline futex_wake() {
 
 /* coro__inbox_wait(in, CORO_FOREVER) */
 inline inbox_wait(head_word, g) {
+    /* spin_finds_work(): the spin before the handshake, loads of head
+     * (relaxed: plain movs). One that sees a request returns, and the
+     * pump looks again; one that times out (or is skipped) goes on. */
+    spun = false;
+    if
+    :: tso_load(OWNER, head_word, h); spun = (h != NIL)
+    :: skip
+    fi;
+    if
+    :: spun -> skip
+    :: else ->
     tso_load(OWNER, WAKE_SEQ, seen);
     tso_store(OWNER, SLEEPING, 1);
 #ifndef MUTANT_PLAIN_SLEEPING
@@ -142,6 +155,7 @@ inline inbox_wait(head_word, g) {
     :: else -> skip
     fi;
     tso_store(OWNER, SLEEPING, 0) /* relaxed: stays buffered a while */
+    fi
 }
 
 /* The owner takes node n from the list it took out of inbox g. */
@@ -183,6 +197,7 @@ inline pump(head_word, g, expected) {
 
 proctype owner() {
     int seen, h, list;
+    bool spun;
     byte got;
 
     /* inbox 1 exists (init below): a new cell, wake_seq 0, sleeping 0 */

@@ -106,6 +106,17 @@ inline futex_wait(seen) {
 
 /* coro__inbox_wait() on the futex (no hook). */
 inline futex_mode_wait() {
+    /* spin_finds_work(): the spin before the handshake, loads of head
+     * (relaxed: plain movs). One that sees a request returns, and the
+     * pump looks again; one that times out (or is skipped) goes on. */
+    spun = false;
+    if
+    :: tso_load(OWNER, HEAD, h); spun = (h != NIL)
+    :: skip
+    fi;
+    if
+    :: spun -> skip
+    :: else ->
     tso_load(OWNER, WAKE_SEQ, seen);
     tso_store(OWNER, SLEEPING, 1);
     tso_fence(OWNER); /* seq_cst store */
@@ -115,6 +126,7 @@ inline futex_mode_wait() {
     :: else -> skip
     fi;
     tso_store(OWNER, SLEEPING, 0) /* relaxed */
+    fi
 }
 
 /* inbox.c:wait_in_hook(): the hook's epoll_wait on the eventfd. */
@@ -179,6 +191,7 @@ inline pump(expected) {
 
 proctype owner() {
     int seen, h, list;
+    bool spun;
     byte got;
     bool hook;
 
