@@ -523,8 +523,9 @@ uint64_t coro_now(void);
  * @brief Suspend the running coroutine for at least `ns` nanoseconds.
  *
  * Only time ends a sleep: coro_wake() does not (its permit is kept for the
- * next park). `coro_sleep(0)` lets the ready coroutines run once, like a
- * yield through the timers.
+ * next park). `coro_sleep(0)` lets every ready coroutine run first: its
+ * timer fires when the pump next looks at its timers, as its next turn
+ * begins (a turn runs the entries that were ready when it began).
  *
  * @param ns the duration; a deadline past the end of time is "never".
  * @return 0 after the deadline, or `EPERM` outside a scheduled coroutine.

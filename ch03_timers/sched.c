@@ -214,19 +214,35 @@ void coro__pump_leave(coro_sched *s, coro_sched *outer)
  * nothing is ready. Every alive coroutine is queued or waiting, so when the
  * queue is empty either a timer will fire, or nothing can ever wake them:
  * that is EDEADLK for run, and a wait for the deadline for run_until.
+ *
+ * The pump works in turns: a turn runs the entries that were ready when
+ * it began, and the pump reads the clock once per turn, at its start: due
+ * timers fire then, and run_until's deadline is checked then. (Read before
+ * every resume, the clock cost a loop with timers set one read per
+ * resume, about 40 ns on the course's benchmark machine.) A timer that
+ * comes due during a turn fires when the turn ends, so it is never early,
+ * and late by at most a turn: the entries that were ready before it.
  */
 int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
 {
+    size_t turn_left = 0; /* entries left in this turn; 0: a new one */
+
     while (s->alive > 0 || s->posts_pending > 0) {
         uint64_t wake_at;
 
-        coro__fire_due_timers(s);
-        /* Checked on every turn, not only when idle: coroutines that keep
-         * yielding must not keep run_until past its deadline. */
-        if (until_deadline && deadline <= coro_now())
-            return ETIMEDOUT;
-        if (coro__run_one(s))
+        if (turn_left == 0) {
+            coro__fire_due_timers(s);
+            /* Checked on every turn, not only when idle: coroutines that
+             * keep yielding must not keep run_until past its deadline. */
+            if (until_deadline && deadline <= coro_now())
+                return ETIMEDOUT;
+            turn_left = s->ready_count;
+        }
+        if (coro__run_one(s)) {
+            turn_left--;
             continue;
+        }
+        turn_left = 0; /* nothing ready: the next look starts a turn */
         wake_at = coro__timers_next(&s->timers);
         if (wake_at == CORO_FOREVER && !until_deadline)
             return EDEADLK;

@@ -291,18 +291,36 @@ static uint64_t idle_until(coro_sched *s, uint64_t deadline)
  * way through the inbox; when the queue is empty the pump sleeps until the
  * next timer, the deadline, or a push to its inbox — another thread may
  * still wake a parked coroutine, so there is no EDEADLK any more.
+ *
+ * The pump works in turns: a turn runs the entries that were ready when
+ * it began, and the pump reads the clock once per turn, at its start: due
+ * timers fire then, and run_until's deadline is checked then. (Read before
+ * every resume, the clock cost a loop with timers set one read per
+ * resume, about 40 ns on the course's benchmark machine.) A timer that
+ * comes due during a turn fires when the turn ends, so it is never early,
+ * and late by at most a turn: the entries that were ready before it.
+ * Other threads' requests cost no clock read, and are taken in before
+ * every resume.
  */
 int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
 {
+    size_t turn_left = 0; /* entries left in this turn; 0: a new one */
+
     while (coro__work_remains(s)) {
         coro__drain_inbox(s);
-        coro__fire_due_timers(s);
-        /* Checked on every turn, not only when idle: coroutines that keep
-         * yielding must not keep run_until past its deadline. */
-        if (until_deadline && deadline <= coro_now())
-            return ETIMEDOUT;
-        if (coro__run_one(s))
+        if (turn_left == 0) {
+            coro__fire_due_timers(s);
+            /* Checked on every turn, not only when idle: coroutines that
+             * keep yielding must not keep run_until past its deadline. */
+            if (until_deadline && deadline <= coro_now())
+                return ETIMEDOUT;
+            turn_left = s->ready_count;
+        }
+        if (coro__run_one(s)) {
+            turn_left--;
             continue;
+        }
+        turn_left = 0; /* nothing ready: the next look starts a turn */
         coro__inbox_wait(&s->inbox, idle_until(s, deadline));
     }
     return 0;

@@ -337,41 +337,48 @@ static uint64_t idle_until(coro_sched *s, uint64_t deadline)
  * way through the inbox; when the queue is empty the pump sleeps until the
  * next timer, the deadline, or a push to its inbox — another thread may
  * still wake a parked coroutine, so there is no EDEADLK any more.
+ *
+ * The pump works in turns: a turn runs the entries that were ready when
+ * it began, and the pump reads the clock once per turn, at its start: due
+ * timers fire then, and run_until's deadline is checked then. (Read before
+ * every resume, the clock cost a loop with timers set one read per
+ * resume, about 40 ns on the course's benchmark machine.) A timer that
+ * comes due during a turn fires when the turn ends, so it is never early,
+ * and late by at most a turn: the entries that were ready before it.
+ * Other threads' requests cost no clock read, and are taken in before
+ * every resume.
  */
 int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
 {
     /* With a wait hook (coro_sched_set_wait()), a pump that always has
      * work would never wait, so the hook would never see readiness. So
-     * the pump works in turns: a turn runs the entries that were ready
-     * when it began, and each turn begins with a poll of the hook (its
-     * deadline already passed). Polling more often would cost system
+     * each turn also begins with a poll of the hook (its deadline already
+     * passed), while work is ready. Polling more often would cost system
      * calls without running anything sooner: what the poll makes ready
      * queues behind the entries already ready. Less often, and a turn
      * could end without a look. A turn that begins right after a wait
-     * skips the poll: the wait was one. Without a hook there is nothing
-     * to poll, and the pump does not count turns at all. */
+     * skips the poll: the wait was one. */
     size_t turn_left = 0; /* entries left in this turn; 0: a new one */
     bool looked = false;  /* the hook just waited: no poll needed */
 
     while (coro__work_remains(s)) {
         coro__drain_inbox(s);
-        coro__fire_due_timers(s);
-        /* Checked on every turn, not only when idle: coroutines that keep
-         * yielding must not keep run_until past its deadline. */
-        if (until_deadline && deadline <= coro_now())
-            return ETIMEDOUT;
-        if (coro__inbox_has_hook(&s->inbox) && turn_left == 0 &&
-            s->ready_count > 0) {
-            if (!looked)
-                coro__inbox_poll_hook(&s->inbox);
+        if (turn_left == 0) {
+            coro__fire_due_timers(s);
+            /* Checked on every turn, not only when idle: coroutines that
+             * keep yielding must not keep run_until past its deadline. */
+            if (until_deadline && deadline <= coro_now())
+                return ETIMEDOUT;
+            if (!looked && s->ready_count > 0)
+                coro__inbox_poll(&s->inbox); /* no hook: nothing */
             turn_left = s->ready_count;
         }
         looked = false;
         if (coro__run_one(s)) {
-            if (turn_left > 0)
-                turn_left--;
+            turn_left--;
             continue;
         }
+        turn_left = 0; /* nothing ready: the next look starts a turn */
         /* What was taken in may have ended the work without queueing
          * anything (a refused request giving its count back, a request
          * owed to a finished coroutine): look again before sleeping. */
