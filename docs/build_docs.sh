@@ -18,7 +18,10 @@
 #                    footer.html (the course bar and the pager), coro.tag
 #   CHAPTER/html/    Doxygen's HTML: the lesson as main page (with a table
 #                    of contents), coro.h, the states diagram
-#                    (docs/states.md), the changes from the previous chapter
+#                    (docs/states.md), the changes from the previous chapter,
+#                    and the lesson's companion pages (CHAPTER/notes/*.md,
+#                    CHAPTER/examples/*.md), each reached from a relative
+#                    link in the lesson, as on GitHub
 #
 # Every page has the course bar (the course index, every chapter, the
 # chapter's pages, the search box) and, at the bottom, the previous and next
@@ -106,7 +109,15 @@ build_chapter() {
   mkdir -p "$dest/pages"
   site chapter --chapter "$chapter" --sources "$sources" --pages "$dest/pages"
 
+  # The lesson's companion pages: the deep dives it links to
+  # (notes/*.md) and the longer pages of its examples (examples/*.md).
+  local extra=() page
+  for page in "$chapter"/notes/*.md "$chapter"/examples/*.md; do
+    [[ -f $page ]] && extra+=("$root/$page")
+  done
+
   CORO_DOC_CHAPTER=$chapter \
+  CORO_DOC_EXTRA=${extra[*]:-} \
   CORO_DOC_TITLE=$(chapter_title "$chapter") \
   CORO_DOC_SRC=$root/$chapter \
   CORO_DOC_PAGES=$dest/pages \

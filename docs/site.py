@@ -454,16 +454,19 @@ def page_kind(name):
         return "Lesson"
     if name == "states.html":
         return "States"
+    if name.startswith("md_"):
+        return "Notes"          # a companion page of the lesson
     return "API"
 
 
 def indexed_pages(html_dir):
-    """The pages worth searching: the lesson, the states, the API entries
-    (groups, the header, the structs); not the diff, the source listing or
-    Doxygen's lists of names."""
+    """The pages worth searching: the lesson, its companion pages
+    (notes/*.md, examples/*.md: Doxygen's md_*.html), the states, the API
+    entries (groups, the header, the structs); not the diff, the source
+    listing or Doxygen's lists of names."""
     names = ["index.html", "states.html"]
     for name in sorted(os.listdir(html_dir)):
-        if re.match(r"^(group__.*|struct.*|coro_8h)\.html$", name):
+        if re.match(r"^(md_.*|group__.*|struct.*|coro_8h)\.html$", name):
             names.append(name)
     return [n for n in names if os.path.exists(os.path.join(html_dir, n))]
 
