@@ -159,7 +159,7 @@ static unsigned next_window_size(unsigned size, unsigned held,
     uint64_t fitted;
 
     if (length < target)
-        return size < WINDOW_MAX ? 2 * size : WINDOW_MAX;
+        return 2 * size < WINDOW_MAX ? 2 * size : WINDOW_MAX;
     fitted = held * target / length; /* at this window's pace */
     return fitted > 0 ? (unsigned)fitted : 1;
 }
