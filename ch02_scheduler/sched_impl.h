@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* One priority's FIFO of ready entries. */
 struct ready_level {
@@ -35,6 +36,18 @@ struct post {
     coro_post_fn fn;
     void *arg;
     struct post *next_free;
+};
+
+/* The finished dense stacks, by number (dense_number): bit n of `free` is
+ * set while dense stack n is cached, and shell[n] is then its coroutine;
+ * bit w of `nonzero` is set while word w of `free` is not zero. A zeroed
+ * struct is an empty cache. */
+struct dense_cache {
+    coro **shell;      /* by number */
+    uint64_t *free;    /* a bit per number */
+    uint64_t *nonzero; /* a bit per word of `free` */
+    size_t numbers;    /* room for [0, numbers): a multiple of 64 x 64 */
+    size_t lowest;     /* no word of `nonzero` below this one is set */
 };
 
 struct coro_sched {
@@ -55,10 +68,13 @@ struct coro_sched {
     struct post *spare_posts;
     size_t spare_count;         /* entries in spare_posts */
 
-    /* Stacks: finished coroutines (struct and stack) kept for reuse. */
+    /* Stacks: finished coroutines (struct and stack) kept for reuse,
+     * guarded ones on a list, newest first, and dense ones by number
+     * (cache.c says why). */
     size_t stack_size;
     coro *cache;
-    size_t cached;
+    size_t cached;              /* on the list */
+    struct dense_cache dense_cache;
     coro_dense *dense;          /* non-NULL: dense stacks are on */
 };
 
@@ -94,7 +110,7 @@ coro *coro__shell_get(coro_sched *s, bool *reused);
 /* A finished coroutine goes back to the cache (or, past its limit, away). */
 void coro__shell_put(coro_sched *s, coro *c);
 
-/* Release every cached guarded stack (its size changed, or destroy). */
+/* Release every cached stack (its size changed, or destroy). */
 void coro__cache_flush(coro_sched *s);
 
 /* ── The pump (sched.c), in steps ─────────────────────────────────────── */

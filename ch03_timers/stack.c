@@ -112,6 +112,7 @@ struct coro_dense {
     size_t stack_size;            /* usable bytes of each stack */
     struct dense_region *regions; /* newest first */
     size_t carved;                /* stacks carved from the newest region */
+    size_t numbered;              /* stacks carved in all: the next number */
 };
 
 coro_dense *coro__dense_create(size_t stack_size)
@@ -155,6 +156,7 @@ int coro__dense_carve(coro_dense *d, coro *c)
     c->map_size = 0;
     c->stack_lo = d->regions->base + d->carved * d->stack_size;
     c->stack_size = d->stack_size;
+    c->dense_number = d->numbered++;
     d->carved++;
     return 0;
 }

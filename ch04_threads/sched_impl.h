@@ -46,6 +46,18 @@ struct post {
     struct post *next_free;
 };
 
+/* The finished dense stacks, by number (dense_number): bit n of `free` is
+ * set while dense stack n is cached, and shell[n] is then its coroutine;
+ * bit w of `nonzero` is set while word w of `free` is not zero. A zeroed
+ * struct is an empty cache. */
+struct dense_cache {
+    coro **shell;      /* by number */
+    uint64_t *free;    /* a bit per number */
+    uint64_t *nonzero; /* a bit per word of `free` */
+    size_t numbers;    /* room for [0, numbers): a multiple of 64 x 64 */
+    size_t lowest;     /* no word of `nonzero` below this one is set */
+};
+
 struct coro_sched {
     const void *owner;          /* the owning thread (coro__thread_id()) */
     bool pumping;               /* run or step is on the stack */
@@ -77,10 +89,13 @@ struct coro_sched {
     _Atomic(struct post *) returned; /* shared: other threads' posts, run:
                                         their nodes, for producers to reuse */
 
-    /* Stacks: finished coroutines (struct and stack) kept for reuse. */
+    /* Stacks: finished coroutines (struct and stack) kept for reuse,
+     * guarded ones on a list, newest first, and dense ones by number
+     * (cache.c says why). */
     _Atomic size_t stack_size;  /* shared: read by other threads' coro_go */
     coro *cache;
-    size_t cached;
+    size_t cached;              /* on the list */
+    struct dense_cache dense_cache;
     /* Shared: non-NULL once dense stacks are on; other threads' coro_go
      * carves from it. Set once by the owner and never replaced or freed
      * before the scheduler is: coro_sched_set_stack_size() resizes it in
@@ -147,7 +162,7 @@ coro *coro__shell_get(coro_sched *s, bool *reused);
 /* A finished coroutine goes back to the cache (or, past its limit, away). */
 void coro__shell_put(coro_sched *s, coro *c);
 
-/* Release every cached guarded stack (its size changed, or destroy). */
+/* Release every cached stack (its size changed, or destroy). */
 void coro__cache_flush(coro_sched *s);
 
 /* The dense object (NULL: dense stacks are off), read on the owner's

@@ -176,6 +176,7 @@ struct coro {
     size_t map_size;
     char *stack_lo;
     size_t stack_size;
+    size_t dense_number; /* a dense stack's: 0, 1, 2 ... as carved */
 
 #ifdef CORO_ASAN
     void *asan_fake_stack;
@@ -211,9 +212,9 @@ void coro__overflow_prepare_thread(void);
  * size). Returns NULL when out of memory. */
 coro_dense *coro__dense_create(size_t stack_size);
 
-/* Carve the next stack from `d` for `c` (sets stack_lo, stack_size; map
- * stays NULL). Returns 0 or ENOMEM. Stacks are never given back one by
- * one: a finished coroutine keeps its stack for reuse. */
+/* Carve the next stack from `d` for `c` (sets stack_lo, stack_size and
+ * dense_number; map stays NULL). Returns 0 or ENOMEM. Stacks are never
+ * given back one by one: a finished coroutine keeps its stack for reuse. */
 int coro__dense_carve(coro_dense *d, coro *c);
 
 /* Give the stacks carved from `d` from now on `stack_size` usable bytes

@@ -17,10 +17,13 @@ export CORO_DEATH_TEST_STYLE=fast
 #   CreateDeathTest.StackThatCannotBeMappedIsEnomem: qemu-user does not pass
 #     setrlimit(RLIMIT_AS) on to the host (the limit would also bind qemu's
 #     own memory), so the address-space limit the test relies on never bites.
-#   DenseStacksDeathTest.NoMemoryIsEnomemAndLeavesThemOff: the same limit,
-#     which there lets the test's malloc() loop take all the host's memory.
+#   DenseStacksDeathTest.NoMemoryIsEnomemAndLeavesThemOff and
+#   DenseStacksDeathTest.AStackFinishedWithNoMemoryLeftIsStillReused: the
+#     same limit, which there lets the test's malloc() loop take all the
+#     host's memory.
 EXCLUDE="CreateDeathTest.StackThatCannotBeMappedIsEnomem"
 EXCLUDE+=":DenseStacksDeathTest.NoMemoryIsEnomemAndLeavesThemOff"
+EXCLUDE+=":DenseStacksDeathTest.AStackFinishedWithNoMemoryLeftIsStillReused"
 
 # One host CPU per binary. qemu-user (7.2) on an x86-64 host does not keep
 # a sequentially consistent store and the sequentially consistent load

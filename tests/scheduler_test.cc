@@ -1791,6 +1791,93 @@ TEST(DenseStacks, CoroutinesBehaveAsUsual) {
   EXPECT_EQ(coro_sched_destroy(s), 0);
 }
 
+// Finished dense stacks are reused lowest first, whatever order their
+// coroutines ended in: a crowd that ends in a shuffled order leaves the
+// next crowd its stacks in address order (the first region's stacks are
+// carved upward from its low end), so the next crowd walks memory in
+// order. A newest-first list would hand them out in the reverse of the
+// shuffled ending.
+struct StackPlace {
+  int yields;             // before it returns: sets the ending order
+  std::uintptr_t* where;  // where it writes the address of its frame
+};
+
+// (The frame's address, not a local's: under AddressSanitizer a local may
+// live on a "fake stack" elsewhere.)
+NOINLINE void* NoteStackThenYield(void* arg) {
+  auto* place = static_cast<StackPlace*>(arg);
+  *place->where = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+  for (int i = 0; i < place->yields; ++i) coro_yield();
+  return nullptr;
+}
+
+TEST(DenseStacks, TheLowestFinishedStackIsReusedFirst) {
+  constexpr int kCrowd = 200;  // within one region of 1,024 stacks
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(coro_sched_use_dense_stacks(s), 0);
+  ASSERT_EQ(coro_sched_set_stack_size(s, 16 * KiB), 0);
+
+  std::vector<std::uintptr_t> first(kCrowd), second(kCrowd);
+  std::vector<StackPlace> places(kCrowd);
+  std::vector<int> order(kCrowd);
+  for (int i = 0; i < kCrowd; ++i) order[i] = (i * 73) % kCrowd;  // 73 ⊥ 200
+  for (int i = 0; i < kCrowd; ++i) {
+    places[i] = {order[i], &first[i]};
+    ASSERT_EQ(coro_go(s, NoteStackThenYield, &places[i]), 0) << i;
+  }
+  ASSERT_EQ(coro_sched_run(s), 0);
+  for (int i = 1; i < kCrowd; ++i)
+    ASSERT_LT(first[i - 1], first[i]) << "fresh stacks are carved upward";
+
+  for (int i = 0; i < kCrowd; ++i) {
+    places[i] = {0, &second[i]};
+    ASSERT_EQ(coro_go(s, NoteStackThenYield, &places[i]), 0) << i;
+  }
+  ASSERT_EQ(coro_sched_run(s), 0);
+  // The same stacks (the frame sits at the same depth in each), in the
+  // order they were carved in.
+  EXPECT_EQ(second, first);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// Keeping a finished dense stack by number may need memory (the cache's
+// arrays grow). Without it the stack is still kept, on the list, and the
+// next coroutine runs on it: nothing is lost, and a coro_go needs no new
+// memory. (A death test, for the child process; skipped under the tools,
+// as above.)
+// The child's part: 0 if the second coroutine ran on the first one's
+// stack, else the step that failed.
+int FinishWithNoMemoryLeftThenReuse() {
+  coro_sched* s = coro_sched_create();
+  if (s == nullptr || coro_sched_use_dense_stacks(s) != 0) return 2;
+  std::uintptr_t first = 0, second = 0;
+  StackPlace place{1, &first};
+  if (coro_go(s, NoteStackThenYield, &place) != 0 || !coro_sched_step(s))
+    return 3;  // it runs, and yields once
+  rlimit limit{};
+  limit.rlim_cur = limit.rlim_max = coro_test::VirtualMemoryBytes();
+  if (limit.rlim_cur == 0 || setrlimit(RLIMIT_AS, &limit) != 0) return 4;
+  std::size_t taken = 0;
+  for (std::size_t size : {std::size_t{1} << 16, std::size_t{4096},
+                           std::size_t{256}, std::size_t{16}})
+    while (std::malloc(size) != nullptr)
+      if ((taken += size) > (std::size_t{256} << 20)) return 5;
+  if (coro_sched_run(s) != 0) return 6;  // it finishes: no memory to number it
+  place = {0, &second};
+  if (coro_go(s, NoteStackThenYield, &place) != 0) return 7;
+  if (coro_sched_run(s) != 0) return 8;
+  return second == first ? 0 : 9;
+}
+
+TEST_F(DenseStacksDeathTest, AStackFinishedWithNoMemoryLeftIsStillReused) {
+  if (coro_test::kAddressSanitizer || coro_test::kThreadSanitizer ||
+      coro_test::UnderValgrind())
+    GTEST_SKIP() << "the tool's allocator does not run out this way";
+  EXPECT_EXIT(std::_Exit(FinishWithNoMemoryLeftThenReuse()),
+              ::testing::ExitedWithCode(0), "");
+}
+
 // ---------------------------------------------------------------------------
 // A dense stack overflow (death tests: each runs in a child process).
 //
