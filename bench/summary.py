@@ -289,8 +289,9 @@ def timers_rows_of(d, name, expected_n):
     # same memory in the same order (sleep - yield, in creation order, is
     # shown beside it). A difference of two large, noisy figures; the
     # thread's CPU time leaves out the time other processes took the core,
-    # so the row judges that. The heap baseline's CPU time is the last
-    # column of its row.
+    # so the row judges that, paired by round (the median of each round's
+    # own difference). The heap baseline's CPU time is the last column of
+    # its row.
     heap = search(r"^\s+binary heap push \+ pop.*\s([\d.]+)$", log)
     cost = search(r"^\s+CPU, sleep - wake in order: (-?[\d.]+) ns per "
                   r"timer", log)
