@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* ── Tools that watch memory and stacks ─────────────────────────────────
  *
@@ -88,7 +89,7 @@ struct coro {
     size_t map_size;
     char *stack_lo;
     size_t stack_size;
-    size_t dense_number; /* a dense stack's: 0, 1, 2 ... as carved */
+    uint32_t dense_number; /* a dense stack's: 0, 1, 2 ... as carved */
 
 #ifdef CORO_ASAN
     void *asan_fake_stack;

@@ -113,7 +113,7 @@ struct coro_dense {
     size_t stack_size;            /* usable bytes of each stack */
     struct dense_region *regions; /* newest first */
     size_t carved;                /* stacks carved from the newest region */
-    size_t numbered;              /* stacks carved in all: the next number */
+    uint32_t numbered;            /* stacks carved in all: the next number */
 };
 
 coro_dense *coro__dense_create(size_t stack_size)
@@ -134,8 +134,13 @@ coro_dense *coro__dense_create(size_t stack_size)
  * and a suspended coroutine touches only the top of its stack. */
 static int dense_grow(coro_dense *d)
 {
-    struct dense_region *r = malloc(sizeof *r);
+    struct dense_region *r;
 
+    /* Every stack of the region must get a number (32 bits, which no
+     * process reaches: the regions' mappings run out first). */
+    if (d->numbered > UINT32_MAX - DENSE_REGION_STACKS)
+        return ENOMEM;
+    r = malloc(sizeof *r);
     if (r == NULL)
         return ENOMEM;
     r->size = d->stack_size * DENSE_REGION_STACKS;
