@@ -61,8 +61,9 @@ typedef struct {
  * Floating-point status flags, and why the harness clears them.
  *
  * A context switch that follows the ABI restores MXCSR, the SSE control
- * and status register: Boost's saves and loads all of it (ours loads it
- * only when a control bit differs: see switch_x86_64.S). MXCSR
+ * and status register: Boost's saves and loads all of it, and so does ours
+ * in its LOAD mode, the one chosen on AMD (in COMPARE mode, chosen
+ * elsewhere, only when a control bit differs: see switch_x86_64.S). MXCSR
  * also holds sticky exception flags: one inexact division sets "precision"
  * until someone clears it. If the thread has such a flag set and the other
  * context does not, every switch loads a *different* MXCSR value. On the

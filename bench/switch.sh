@@ -20,14 +20,18 @@ exec python3 bench/interleave.py \
   --label "asm=asm, coro_resume + coro_yield (ours)" \
   --label "boost_fiber=boost::context::fiber resume (baseline, API)" \
   --label "ucontext=ucontext, coro_resume + coro_yield (ours)" \
-  --label "raw_asm_flags=asm switch, bare, flags differ (ours)" \
+  --label "raw_asm_compare=asm switch, bare, MXCSR mode COMPARE" \
+  --label "raw_asm_load=asm switch, bare, MXCSR mode LOAD" \
+  --label "raw_asm_compare_flags=asm switch, bare, COMPARE, flags differ" \
+  --label "raw_asm_load_flags=asm switch, bare, LOAD, flags differ" \
   --label "boost_flags=Boost.Context jump_fcontext, flags differ" \
   --ratio "raw_asm/boost<=1" \
   --ratio "asm/boost_fiber<=1" \
   --ratio raw_ucontext/raw_asm \
   --ratio asm/raw_asm \
   --ratio ucontext/asm \
-  --ratio raw_asm_flags/raw_asm \
+  --ratio raw_asm_load/raw_asm_compare \
+  --ratio raw_asm_load_flags/raw_asm_compare_flags \
   --ratio boost_flags/boost \
   raw_asm=bench/switch_raw_asm \
   boost=bench/switch_boost \
@@ -35,6 +39,9 @@ exec python3 bench/interleave.py \
   asm=bench/switch_asm \
   boost_fiber=bench/switch_boost_fiber \
   ucontext=bench/switch_ucontext \
-  raw_asm_flags=bench/switch_raw_asm_flags \
+  raw_asm_compare=bench/switch_raw_asm_compare \
+  raw_asm_load=bench/switch_raw_asm_load \
+  raw_asm_compare_flags=bench/switch_raw_asm_compare_flags \
+  raw_asm_load_flags=bench/switch_raw_asm_load_flags \
   boost_flags=bench/switch_boost_flags \
   "$@"

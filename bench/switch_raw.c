@@ -10,7 +10,9 @@
  * Linked against each back-end (see BUILD): `switch_raw_asm` against
  * //ch01_context:context_asm, `switch_raw_ucontext` against
  * //ch01_context:context_ucontext; and `sched_raw_asm` against the
- * scheduler chapter's context_asm, a reference row of //bench:sched.
+ * scheduler chapter's context_asm, a reference row of //bench:sched. The
+ * `switch_raw_asm_{compare,load}[_flags]` variants force one of the x86-64
+ * switch's two ways of restoring MXCSR (BENCH_MXCSR_MODE).
  */
 #define _DEFAULT_SOURCE
 #include "context.h"
@@ -57,6 +59,11 @@ static int start(void *ctx) {
         return 1;
     }
     coro_context_make(&p->body, p->stack, STACK_SIZE, yielder, p);
+#ifdef BENCH_MXCSR_MODE
+    /* One way of restoring MXCSR (context.h), whatever this CPU's vendor
+     * chose: the rows that show whether the choice holds here. */
+    coro_context_set_mxcsr_mode(BENCH_MXCSR_MODE);
+#endif
     return 0;
 }
 

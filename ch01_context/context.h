@@ -51,4 +51,29 @@ void coro_context_make(coro_context *ctx, void *stack_lo, size_t size,
  */
 int coro_context_switch(coro_context *from, coro_context *to, int value);
 
+#if defined(__x86_64__) && !defined(CORO_SWITCH_UCONTEXT)
+/*
+ * How the x86-64 switch restores MXCSR, the SSE control and status word
+ * (switch_x86_64.S says why there are two ways):
+ *
+ *   CORO_MXCSR_COMPARE  load the arriving side's word only when one of its
+ *                       control bits differs from ours; the status flags
+ *                       stay the thread's. Cheap where writing a new value
+ *                       into MXCSR is slow (Intel).
+ *   CORO_MXCSR_LOAD     load the arriving side's word at every switch; the
+ *                       status flags travel with each context. Cheap where
+ *                       reading MXCSR back is slow (AMD).
+ *
+ * Either way every control bit (rounding, flush-to-zero, exception masks)
+ * stays with its context, as the ABI requires. The mode is chosen before
+ * main from the CPU's vendor: LOAD on AMD, COMPARE elsewhere. Tests and
+ * benchmarks set it to run both ways on any CPU: only while no thread is
+ * inside a coroutine.
+ */
+typedef enum { CORO_MXCSR_COMPARE, CORO_MXCSR_LOAD } coro_mxcsr_mode;
+
+void coro_context_set_mxcsr_mode(coro_mxcsr_mode mode);
+coro_mxcsr_mode coro_context_mxcsr_mode(void);
+#endif
+
 #endif /* CORO_CONTEXT_H */

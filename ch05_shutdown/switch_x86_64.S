@@ -16,7 +16,7 @@
  *
  * The saved frame, at from->sp while suspended (addresses grow upwards):
  *
- *    sp + 56   return address   <- where coro_context_switch was called
+ *    sp + 56   return address   <- pushed by the `call` of this function
  *    sp + 48   rbp
  *    sp + 40   rbx
  *    sp + 32   r12
@@ -26,66 +26,82 @@
  *    sp +  4   x87 control word (2 bytes)
  *    sp +  0   MXCSR (4 bytes)
  *
- * Loading only what differs. The low six bits of MXCSR are status flags
- * (an inexact result, an overflow, ...): sticky, set by ordinary floating-
- * point code, and caller-saved (psABI §3.2.3), so a switch need not carry
- * them. If it did, one inexact division on one side (a printf of a double
- * will do) would leave the two sides' words different, and every switch
- * would then load a new value into MXCSR, which is slow: 10 ns per switch
- * became 100 ns on one virtual machine. So the switch loads MXCSR only
- * when a control bit (rounding, flush-to-zero, exception masks) differs,
- * and the x87 control word only when it differs; mostly neither does. The
- * status flags stay those of the thread, as across any call.
- *
- * Why `pop; jmp` and not `ret`: the CPU predicts every `ret` from a small
+ * Why `jmp` and not `ret`: the CPU predicts every `ret` from a small
  * return-stack buffer filled by `call`. Our `ret` would go to a return
  * address saved on *another* stack, which that buffer never saw: a
  * mispredicted branch on every switch. An indirect `jmp` is predicted from
  * the branch history instead, and a ping-pong between two places is exactly
- * the pattern that predictor learns.
+ * the pattern that predictor learns. The frame is written and read with
+ * `mov`s at fixed offsets, not `push` and `pop`, so that "to"'s return
+ * address can be loaded first, as soon as rsp points at its frame, and the
+ * jump does not wait at the end of a chain of pops.
+ *
+ * The floating-point control state: load only what differs. The x87
+ * control word is loaded only when it differs from ours, which is rare.
+ * The low six bits of MXCSR are status flags (an inexact result, an
+ * overflow, ...): sticky, set by ordinary floating-point code, and
+ * caller-saved (psABI §3.2.3). For MXCSR the cheap way depends on the CPU
+ * (coro_context_set_mxcsr_mode() in context.h; the figures are in the
+ * chapter's lesson, "Restoring MXCSR: two CPUs, two ways"):
+ *
+ *  - COMPARE (Intel): read our word back, and load "to"'s only when a
+ *    control bit (rounding, flush-to-zero, exception masks) differs. The
+ *    status flags stay the thread's, as across any call. Loading a *new*
+ *    value into MXCSR is slow there, and if the switch carried the flags,
+ *    one inexact division on one side would make every switch load a new
+ *    value (10 ns per switch became 100 on one virtual machine).
+ *  - LOAD (AMD): load "to"'s word at every switch; the status flags travel
+ *    with each context. Reading back the word that `stmxcsr` has just
+ *    stored is the slow part there (the load waits for the store to
+ *    retire: about 2 ns per switch), while a new value costs nothing.
  *
  * context_asm.c builds the same frame by hand for a coroutine that has not
- * run yet, with coro_context_start as the "return address".
+ * run yet, with coro_context_start as the "return address", and chooses
+ * the MXCSR mode.
  */
 #if defined(__x86_64__)
 
         .text
         .globl  coro_context_switch
         .type   coro_context_switch, @function
+        .hidden coro_context_mxcsr_load  /* a byte, in context_asm.c */
         .p2align 4
 coro_context_switch:
-        pushq   %rbp
-        pushq   %rbx
-        pushq   %r12
-        pushq   %r13
-        pushq   %r14
-        pushq   %r15
-        subq    $8, %rsp
-        stmxcsr (%rsp)
+        subq    $56, %rsp               /* the frame, below the return */
+        stmxcsr (%rsp)                  /* address that `call` pushed */
         fnstcw  4(%rsp)
+        movq    %r15, 8(%rsp)
+        movq    %r14, 16(%rsp)
+        movq    %r13, 24(%rsp)
+        movq    %r12, 32(%rsp)
+        movq    %rbx, 40(%rsp)
+        movq    %rbp, 48(%rsp)
 
         movq    %rsp, (%rdi)            /* from->sp = rsp: "from" is saved */
-        movl    (%rsp), %ecx            /* our MXCSR and x87 control word, */
-        movzwl  4(%rsp), %r8d           /* to compare with "to"'s below */
+        movq    %rsp, %r9               /* our frame, for the MXCSR compare */
+        movzwl  4(%rsp), %r8d           /* our x87 control word */
         movq    (%rsi), %rsp            /* rsp = to->sp: we are now on "to" */
+        movq    56(%rsp), %rcx          /* "to"'s return address, first */
 
-        xorl    (%rsp), %ecx            /* the MXCSR bits that differ: */
-        testl   $0xffffffc0, %ecx       /* a control bit among them? */
-        jz      1f                      /* (see "Loading only what differs") */
-        ldmxcsr (%rsp)
-1:      cmpw    4(%rsp), %r8w
-        je      2f
+        cmpw    4(%rsp), %r8w           /* x87 control word: only if it */
+        je      1f                      /* differs */
         fldcw   4(%rsp)
-2:      addq    $8, %rsp
-        popq    %r15
-        popq    %r14
-        popq    %r13
-        popq    %r12
-        popq    %rbx
-        popq    %rbp
+1:      cmpb    $0, coro_context_mxcsr_load(%rip)
+        jne     2f                      /* LOAD: always */
+        movl    (%r9), %r9d             /* COMPARE: the MXCSR bits that */
+        xorl    (%rsp), %r9d            /* differ; a control bit among */
+        testl   $0xffffffc0, %r9d       /* them? */
+        jz      3f
+2:      ldmxcsr (%rsp)
+3:      movq    8(%rsp), %r15
+        movq    16(%rsp), %r14
+        movq    24(%rsp), %r13
+        movq    32(%rsp), %r12
+        movq    40(%rsp), %rbx
+        movq    48(%rsp), %rbp
+        addq    $64, %rsp               /* the frame and the return address */
         movl    %edx, %eax              /* "to"'s call returns value */
-        popq    %rcx                    /* "to"'s return address, and */
-        jmpq    *%rcx                   /* go there: see the note below */
+        jmpq    *%rcx                   /* and continues there */
         .size   coro_context_switch, .-coro_context_switch
 
 /*

@@ -29,6 +29,13 @@
 #include "coro.h"
 #include "harness.h"
 
+#if defined(__x86_64__) && !CORO_UCONTEXT
+#include <cpuid.h>
+extern "C" {
+#include "context.h"  // the switch's MXCSR modes (coro_context_set_mxcsr_mode)
+}
+#endif
+
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>  // the fiber-switch API
 #define CORO_TEST_HAVE_ASAN 1
@@ -1154,7 +1161,26 @@ void* RoundUpward(void* arg) {
   return nullptr;
 }
 
-TEST(Switch, FloatingPointRoundingModeIsPerCoroutine) {
+// Runs `body` once for each way the switch can restore MXCSR: the
+// assembly back-end has two (coro_context_set_mxcsr_mode() in context.h,
+// chosen by CPU vendor), ucontext one. The chosen mode is put back after.
+template <typename Body>
+void InEveryMxcsrMode(Body body) {
+#if CORO_UCONTEXT
+  body();
+#else
+  const coro_mxcsr_mode chosen = coro_context_mxcsr_mode();
+  for (coro_mxcsr_mode mode : {CORO_MXCSR_COMPARE, CORO_MXCSR_LOAD}) {
+    SCOPED_TRACE(mode == CORO_MXCSR_LOAD ? "MXCSR mode LOAD"
+                                         : "MXCSR mode COMPARE");
+    coro_context_set_mxcsr_mode(mode);
+    body();
+  }
+  coro_context_set_mxcsr_mode(chosen);
+#endif
+}
+
+void RoundingModeStaysWithEachSide() {
   const int saved = fegetround();
   ASSERT_EQ(fesetround(FE_TONEAREST), 0);
   RoundingSeen seen;
@@ -1187,11 +1213,16 @@ TEST(Switch, FloatingPointRoundingModeIsPerCoroutine) {
   EXPECT_EQ(coro_destroy(c), 0);
 }
 
-// The switch loads MXCSR only when a control bit differs between the two
-// sides (the six status flags are caller-saved and not carried: see
-// switch_x86_64.S). So every control bit must count, not only rounding:
-// flush-to-zero (bit 15) set in a coroutine stays in the coroutine, while
-// the status flags differ too (main has just raised "inexact").
+TEST(Switch, FloatingPointRoundingModeIsPerCoroutine) {
+  InEveryMxcsrMode(RoundingModeStaysWithEachSide);
+}
+
+// In COMPARE mode the switch loads MXCSR only when a control bit differs
+// between the two sides (the six status flags are caller-saved and not
+// carried: see switch_x86_64.S). So every control bit must count, not only
+// rounding: flush-to-zero (bit 15) set in a coroutine stays in the
+// coroutine, while the status flags differ too (main has just raised
+// "inexact"). LOAD mode must keep the same promise.
 unsigned MxcsrWord() {
   unsigned mxcsr;
   asm volatile("stmxcsr %0" : "=m"(mxcsr));
@@ -1210,10 +1241,7 @@ void* FlushToZeroInside(void* arg) {
   return nullptr;
 }
 
-TEST(Switch, EveryMxcsrControlBitIsPerCoroutine) {
-  if (coro_test::UnderValgrind()) {
-    GTEST_SKIP() << "Valgrind does not emulate flush-to-zero";
-  }
+void FlushToZeroStaysInTheCoroutine() {
   const unsigned saved = MxcsrWord();
   SetMxcsr(saved & ~kFlushToZero);
   unsigned seen = 0;
@@ -1229,6 +1257,90 @@ TEST(Switch, EveryMxcsrControlBitIsPerCoroutine) {
   EXPECT_EQ(after & kFlushToZero, 0u);
   EXPECT_EQ(coro_destroy(c), 0);
 }
+
+TEST(Switch, EveryMxcsrControlBitIsPerCoroutine) {
+  if (coro_test::UnderValgrind()) {
+    GTEST_SKIP() << "Valgrind does not emulate flush-to-zero";
+  }
+  InEveryMxcsrMode(FlushToZeroStaysInTheCoroutine);
+}
+
+#if !CORO_UCONTEXT
+// The status flags, which the psABI makes caller-saved, are where the two
+// modes differ, on purpose: COMPARE leaves them alone (they are the
+// thread's, whoever runs), LOAD carries them with each context. A
+// coroutine raises "inexact" (bit 5) and yields; main looks, then resumes
+// it, and it looks.
+constexpr unsigned kInexact = 1u << 5;
+
+struct InexactSeen {
+  unsigned after_resume = 9;  // in the coroutine, when resumed again
+};
+
+void* RaiseInexactThenYield(void* arg) {
+  auto* seen = static_cast<InexactSeen*>(arg);
+  (void)OneThird();
+  EXPECT_EQ(coro_yield(), 0);
+  seen->after_resume = MxcsrWord() & kInexact;
+  return nullptr;
+}
+
+// Main's "inexact" after the coroutine raised it and yielded, and the
+// coroutine's own after being resumed, in `mode`.
+void StatusFlagsIn(coro_mxcsr_mode mode, unsigned* in_main,
+                   unsigned* in_coroutine) {
+  const coro_mxcsr_mode chosen = coro_context_mxcsr_mode();
+  const unsigned saved = MxcsrWord();
+  coro_context_set_mxcsr_mode(mode);
+  InexactSeen seen;
+  coro* c = coro_create(RaiseInexactThenYield, &seen, 0);
+  ASSERT_NE(c, nullptr);
+  SetMxcsr(saved & ~0x3fu);  // every status flag clear, here and in c
+  ASSERT_EQ(coro_resume(c), 0);
+  *in_main = MxcsrWord() & kInexact;
+  SetMxcsr(MxcsrWord() & ~0x3fu);
+  ASSERT_EQ(coro_resume(c), 0);
+  *in_coroutine = seen.after_resume;
+  SetMxcsr(saved);
+  coro_context_set_mxcsr_mode(chosen);
+  EXPECT_EQ(coro_destroy(c), 0);
+}
+
+TEST(Switch, CompareModeLeavesTheStatusFlagsToTheThread) {
+  if (coro_test::UnderValgrind()) {
+    GTEST_SKIP() << "Valgrind does not track the MXCSR status flags";
+  }
+  unsigned in_main = 9, in_coroutine = 9;
+  StatusFlagsIn(CORO_MXCSR_COMPARE, &in_main, &in_coroutine);
+  EXPECT_EQ(in_main, kInexact) << "the switch reloaded MXCSR";
+  EXPECT_EQ(in_coroutine, 0u) << "main cleared it; nothing raised it since";
+}
+
+TEST(Switch, LoadModeCarriesTheStatusFlagsWithEachContext) {
+  if (coro_test::UnderValgrind()) {
+    GTEST_SKIP() << "Valgrind does not track the MXCSR status flags";
+  }
+  unsigned in_main = 9, in_coroutine = 9;
+  StatusFlagsIn(CORO_MXCSR_LOAD, &in_main, &in_coroutine);
+  EXPECT_EQ(in_main, 0u) << "main got the coroutine's flag";
+  EXPECT_EQ(in_coroutine, kInexact) << "the coroutine lost its own flag";
+}
+
+// The mode is chosen before main from the CPU's vendor: LOAD on AMD,
+// COMPARE on every other CPU (context_asm.c).
+TEST(Switch, TheMxcsrModeFollowsTheCpuVendor) {
+  unsigned max_leaf = 0, ebx = 0, ecx = 0, edx = 0;
+  ASSERT_NE(__get_cpuid(0, &max_leaf, &ebx, &ecx, &edx), 0);
+  char vendor[13] = {};
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  const bool amd = std::strcmp(vendor, "AuthenticAMD") == 0;
+  EXPECT_EQ(coro_context_mxcsr_mode(),
+            amd ? CORO_MXCSR_LOAD : CORO_MXCSR_COMPARE)
+      << "vendor " << vendor;
+}
+#endif  // !CORO_UCONTEXT
 #endif  // __x86_64__
 
 // ===========================================================================
