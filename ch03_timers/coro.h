@@ -423,12 +423,13 @@ int coro_sched_set_stack_size(coro_sched *s, size_t stack_size);
  * Dense stacks are carved side by side from large mappings (regions) of
  * many stacks each, with no guard pages: a million suspended coroutines
  * fit. What is given up: an overflow is no longer stopped by a fault. It
- * runs into the neighbouring coroutine's stack. The lowest 16 bytes of
- * every dense stack are a canary that must stay zero (as mapped); the
+ * runs into the neighbouring coroutine's stack. Just below every dense
+ * stack lie 16 bytes of canary, a pattern written when the stack is
+ * carved (so each stack is its slot of the stack size less 16 bytes); the
  * library checks it each time the coroutine is switched out, and a damaged
  * canary aborts with a message — but by then the neighbour may already be
- * corrupt, and an overflow that writes zeros there, or jumps past it, is
- * not seen. Use dense stacks only for code whose stack depth you know.
+ * corrupt, and an overflow that jumps past the canary is not seen. Use
+ * dense stacks only for code whose stack depth you know.
  *
  * Finished dense stacks are all kept, and reused in the order they were
  * carved (address order within each region): however a crowd of

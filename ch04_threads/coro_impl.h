@@ -170,16 +170,18 @@ void coro__stack_unmap(coro *c);
  * alternate signal stack if it has none. Cheap when there is nothing to do. */
 void coro__overflow_prepare_thread(void);
 
-/* Dense stacks of `stack_size` usable bytes each (a multiple of the page
- * size). Returns NULL when out of memory. */
+/* Dense stacks in slots of `stack_size` bytes each (a multiple of the page
+ * size): each stack is its slot less the 16-byte canary of the stack above
+ * it. Returns NULL when out of memory. */
 coro_dense *coro__dense_create(size_t stack_size);
 
 /* Carve the next stack from `d` for `c` (sets stack_lo, stack_size and
- * dense_number; map stays NULL). Returns 0 or ENOMEM. Stacks are never
- * given back one by one: a finished coroutine keeps its stack for reuse. */
+ * dense_number, and writes its canary; map stays NULL). Returns 0 or
+ * ENOMEM. Stacks are never given back one by one: a finished coroutine
+ * keeps its stack for reuse. */
 int coro__dense_carve(coro_dense *d, coro *c);
 
-/* Give the stacks carved from `d` from now on `stack_size` usable bytes
+/* Give the stacks carved from `d` from now on slots of `stack_size` bytes
  * (a multiple of the page size). Returns 0, or EBUSY once any stack has
  * been carved (they all share the regions' layout). Never fails for
  * memory: dense mode stays on whatever it returns. */
@@ -188,8 +190,9 @@ int coro__dense_resize(coro_dense *d, size_t stack_size);
 /* Unmap every region of `d` and free it. */
 void coro__dense_destroy(coro_dense *d);
 
-/* A dense stack's canary (its lowest bytes, still zero) is intact. Only
- * for dense stacks (map == NULL). */
+/* A dense stack's canary (the 16 bytes just below stack_lo, still as
+ * written when it was carved) is intact. Only for dense stacks (map ==
+ * NULL). */
 bool coro__stack_canary_intact(const coro *c);
 
 /* Write the overflow message for `c` and abort(). Async-signal-safe. */

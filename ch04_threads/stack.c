@@ -12,15 +12,21 @@
  *
  * Dense stacks (coro_sched_use_dense_stacks()) trade that fault for
  * numbers: stacks are carved side by side from big regions, with a canary
- * word at the bottom of each instead of a guard page.
+ * just below each instead of a guard page. The canary is the top 16 bytes
+ * of the slot below; the lowest stack's is at the end of a lead page:
  *
- *     region: │canary  stack 0 │canary  stack 1 │canary  stack 2 │ ...
+ *     region: │lead  c│stack 0  c│stack 1  c│stack 2  c│ ...
+ *                   └─ canary of stack 0
  *
- * The canary is zero, and the library never writes it: a fresh anonymous
- * page reads as zeros, so the canary is there without touching the bottom
- * page of the stack. (Writing a distinctive value there would make that
- * page resident: 8 KiB instead of 4 KiB per suspended 16 KiB coroutine.)
- * The price: an overflow that writes only zeros over it goes unseen.
+ * So a stack is its slot less 16 bytes, and its canary lives in a page
+ * that is touched anyway: the top page of the stack below, where that
+ * coroutine's first frame is. A suspended coroutine that never went deep
+ * has touched one page of its own, and checking its canary touches none.
+ * (Kept at the bottom of the stack itself, the canary made every stack's
+ * bottom page resident, or, where the kernel maps never-written pages to
+ * its shared zero page, cost a page fault per coroutine all the same.)
+ * The canary holds a pattern written when the stack is carved, so an
+ * overflow that writes zeros over it is seen too.
  */
 #define _GNU_SOURCE
 #include "coro_impl.h"
@@ -98,19 +104,25 @@ void coro__stack_unmap(coro *c)
 /* Stacks per region: one mmap per 1,024 stacks instead of two per stack. */
 enum { DENSE_REGION_STACKS = 1024 };
 
-/* The canary: the lowest 16 bytes of a dense stack, which stay zero
- * (as mapped) unless the stack overflows into them. */
+/* The canary: the 16 bytes just below a dense stack, which keep the
+ * pattern written when the stack was carved unless the stack overflows
+ * into them. */
 enum { CANARY_BYTES = 16 };
+static const unsigned char canary_pattern[CANARY_BYTES] = {
+    0xc0, 0xde, 0xca, 0xfe, 0x5a, 0xa5, 0x0f, 0xf0,
+    0xc0, 0xde, 0xca, 0xfe, 0x5a, 0xa5, 0x0f, 0xf0,
+};
 
 struct dense_region {
     struct dense_region *next;
-    char *base;
+    char *base;   /* the mapping: a lead page, then the stacks' slots */
     size_t size;
 };
 
 struct coro_dense {
     pthread_mutex_t lock;         /* coro_go() may carve from any thread */
-    size_t stack_size;            /* usable bytes of each stack */
+    size_t stack_size;            /* bytes of each slot: a stack and the
+                                     canary of the stack above it */
     struct dense_region *regions; /* newest first */
     size_t carved;                /* stacks carved from the newest region */
     uint32_t numbered;            /* stacks carved in all: the next number */
@@ -130,8 +142,9 @@ coro_dense *coro__dense_create(size_t stack_size)
     return d;
 }
 
-/* Map one more region. MAP_NORESERVE: pages cost memory only once touched,
- * and a suspended coroutine touches only the top of its stack. */
+/* Map one more region: a lead page (the lowest stack's canary at its
+ * end), then the slots. MAP_NORESERVE: pages cost memory only once
+ * touched, and a suspended coroutine touches only the top of its stack. */
 static int dense_grow(coro_dense *d)
 {
     struct dense_region *r;
@@ -143,7 +156,7 @@ static int dense_grow(coro_dense *d)
     r = malloc(sizeof *r);
     if (r == NULL)
         return ENOMEM;
-    r->size = d->stack_size * DENSE_REGION_STACKS;
+    r->size = coro__page_size() + d->stack_size * DENSE_REGION_STACKS;
     r->base = mmap(NULL, r->size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (r->base == MAP_FAILED) {
@@ -168,8 +181,12 @@ int coro__dense_carve(coro_dense *d, coro *c)
     }
     c->map = NULL;
     c->map_size = 0;
-    c->stack_lo = d->regions->base + d->carved * d->stack_size;
-    c->stack_size = d->stack_size;
+    c->stack_lo = d->regions->base + coro__page_size() +
+                  d->carved * d->stack_size;
+    c->stack_size = d->stack_size - CANARY_BYTES;
+    /* Below stack_lo: the top of the slot below (already touched: its
+     * coroutine's first frame is there), or the end of the lead page. */
+    memcpy(c->stack_lo - CANARY_BYTES, canary_pattern, CANARY_BYTES);
     c->dense_number = d->numbered++;
     d->carved++;
     pthread_mutex_unlock(&d->lock);
@@ -206,9 +223,8 @@ void coro__dense_destroy(coro_dense *d)
 
 bool coro__stack_canary_intact(const coro *c)
 {
-    static const char zeros[CANARY_BYTES];
-
-    return memcmp(c->stack_lo, zeros, CANARY_BYTES) == 0;
+    return memcmp(c->stack_lo - CANARY_BYTES, canary_pattern,
+                  CANARY_BYTES) == 0;
 }
 
 /* ── The overflow handler ─────────────────────────────────────────────── */

@@ -13,6 +13,7 @@
 // predicts, written out in full.
 #include <errno.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -1811,6 +1812,59 @@ NOINLINE void* NoteStackThenYield(void* arg) {
   return nullptr;
 }
 
+// A suspended coroutine that never went deep has touched the top of its
+// stack and nothing below: the canary is not in the stack's bottom page
+// (it lies just below the stack, in the top page of the slot below, which
+// that coroutine's first frame has touched anyway). Kept in the bottom
+// page, every switch-out's check would map it: a page fault per coroutine,
+// and, where the kernel has no shared zero page for reads, a whole page
+// of memory per coroutine. mincore() tells whether a page is mapped.
+struct FrameAt {
+  std::uintptr_t frame = 0;
+  bool done = false;
+};
+
+NOINLINE void* NoteFrameThenYieldOnce(void* arg) {
+  auto* at = static_cast<FrameAt*>(arg);
+  at->frame = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+  coro_yield();
+  at->done = true;
+  return nullptr;
+}
+
+bool PageIsMapped(std::uintptr_t address) {
+  const std::uintptr_t page = PageSize();
+  unsigned char mapped = 0;
+  void* start = reinterpret_cast<void*>(address & ~(page - 1));
+  EXPECT_EQ(mincore(start, page, &mapped), 0) << std::strerror(errno);
+  return (mapped & 1) != 0;
+}
+
+TEST(DenseStacks, ASuspendedCoroutineLeavesTheBottomOfItsStackUntouched) {
+  constexpr std::size_t kStack = 64 * KiB;  // deep enough for any tool's frames
+  constexpr int kCrowd = 8;
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(coro_sched_use_dense_stacks(s), 0);
+  ASSERT_EQ(coro_sched_set_stack_size(s, kStack), 0);
+  FrameAt at[kCrowd];
+  for (auto& one : at) ASSERT_EQ(coro_go(s, NoteFrameThenYieldOnce, &one), 0);
+  for (int i = 0; i < kCrowd; ++i) ASSERT_TRUE(coro_sched_step(s));
+  // All of them are suspended now, each checked its canary on the way out.
+  for (int i = 0; i < kCrowd; ++i) {
+    ASSERT_NE(at[i].frame, 0u);
+    // The slot ends at the first page boundary above the frame; the
+    // stack's bottom page is the slot's lowest.
+    const std::uintptr_t slot_end = (at[i].frame | (PageSize() - 1)) + 1;
+    const std::uintptr_t bottom = slot_end - kStack;
+    EXPECT_TRUE(PageIsMapped(at[i].frame)) << i;
+    EXPECT_FALSE(PageIsMapped(bottom)) << "stack " << i << ": bottom page";
+  }
+  ASSERT_EQ(coro_sched_run(s), 0);
+  for (const auto& one : at) EXPECT_TRUE(one.done);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
 TEST(DenseStacks, TheLowestFinishedStackIsReusedFirst) {
   constexpr int kCrowd = 200;  // within one region of 1,024 stacks
   coro_sched* s = coro_sched_create();
@@ -1883,34 +1937,41 @@ TEST_F(DenseStacksDeathTest, AStackFinishedWithNoMemoryLeftIsStillReused) {
 //
 // Dense stacks have no guard page: an overflow runs into the stack below,
 // which belongs to another coroutine of the same region and is writable.
-// The canary at the bottom of every dense stack is checked when the
-// coroutine switches out (yields or returns); a damaged one aborts with the
-// "stack overflow" message. Two coroutines are queued so that the one that
+// The canary just below every dense stack is checked when the coroutine
+// switches out (yields or returns); a damaged one aborts with the "stack
+// overflow" message. Two coroutines are queued so that the one that
 // overflows has a neighbour below it in the region (the first carved stack
 // is at the region's low end): its overflow lands in mapped memory.
 
-// A 20 KiB local array, every byte written, in a coroutine whose stack is
-// 16 KiB: the array spans the bottom of the stack — the canary — and
-// reaches about 4 KiB into the neighbour's stack below. (Writing every byte
-// matters: an overflow that skips the canary word is not detected, as the
+// A 20 KiB local array, every byte written with `fill`, in a coroutine
+// whose slot is 16 KiB: the array spans the whole stack, the canary below
+// it, and reaches about 4 KiB into the neighbour's slot. (Writing every
+// byte matters: an overflow that skips the canary is not detected, as the
 // lesson says. Deep recursion would skip the gaps between its frames.)
-NOINLINE int OverrunTheStack() {
+NOINLINE int OverrunTheStack(unsigned char fill) {
   volatile unsigned char big[20 * 1024];
-  for (std::size_t i = 0; i < sizeof big; ++i) big[i] = 0xA5;
+  for (std::size_t i = 0; i < sizeof big; ++i) big[i] = fill;
   return big[0] + big[sizeof big - 1];
 }
 
 volatile int g_sink;
 
-// Overruns its stack and comes back; then yields (if `arg` is non-null) or
-// returns: either switch out checks the canary.
+// What the overflowing coroutine does: write with which byte, then yield
+// or return (either switch out checks the canary).
+struct Overflow {
+  unsigned char fill;
+  bool yield;
+};
+
 void* OverflowThenSwitchOut(void* arg) {
-  g_sink = OverrunTheStack();
-  if (arg != nullptr) coro_yield();
+  const auto* how = static_cast<const Overflow*>(arg);
+  g_sink = OverrunTheStack(how->fill);
+  if (how->yield) coro_yield();
   return nullptr;
 }
 
-void OverflowADenseStack(bool yield) {
+void OverflowADenseStack(bool yield, unsigned char fill = 0xA5) {
+  Overflow how{fill, yield};
   coro_sched* s = coro_sched_create();
   if (s == nullptr || coro_sched_use_dense_stacks(s) != 0 ||
       coro_sched_set_stack_size(s, 16 * KiB) != 0) {
@@ -1919,7 +1980,7 @@ void OverflowADenseStack(bool yield) {
   }
   // The neighbour below: carved first, so lower in the region.
   coro_go(s, ReturnArg, nullptr);
-  coro_go(s, OverflowThenSwitchOut, yield ? s : nullptr);
+  coro_go(s, OverflowThenSwitchOut, &how);
   coro_sched_run(s);
   std::fprintf(stderr, "no abort: the overflow went unnoticed\n");
   std::_Exit(3);
@@ -1930,14 +1991,23 @@ class DenseStackOverflowDeathTest : public ::testing::Test {
   void SetUp() override { coro_test::UseThreadsafeDeathTests(); }
 };
 
+// The message names the stack's own size: its 16 KiB slot less the 16
+// bytes of the canary of the stack above it.
 TEST_F(DenseStackOverflowDeathTest, CanaryAbortsWhenTheCoroutineYields) {
   EXPECT_EXIT(OverflowADenseStack(true), ::testing::KilledBySignal(SIGABRT),
-              "stack overflow in coroutine 0x[0-9a-f]+ \\(stack 16384 bytes\\)");
+              "stack overflow in coroutine 0x[0-9a-f]+ \\(stack 16368 bytes\\)");
 }
 
 TEST_F(DenseStackOverflowDeathTest, CanaryAbortsWhenTheCoroutineReturns) {
   EXPECT_EXIT(OverflowADenseStack(false), ::testing::KilledBySignal(SIGABRT),
-              "stack overflow in coroutine 0x[0-9a-f]+ \\(stack 16384 bytes\\)");
+              "stack overflow in coroutine 0x[0-9a-f]+ \\(stack 16368 bytes\\)");
+}
+
+// The canary is a pattern, not zeros: an overflow that writes zeros over
+// it is caught too.
+TEST_F(DenseStackOverflowDeathTest, CanaryCatchesAnOverflowOfZeros) {
+  EXPECT_EXIT(OverflowADenseStack(true, 0x00), ::testing::KilledBySignal(SIGABRT),
+              "stack overflow in coroutine 0x[0-9a-f]+ \\(stack 16368 bytes\\)");
 }
 
 // ===========================================================================
