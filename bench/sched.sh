@@ -25,6 +25,8 @@ exec python3 bench/interleave.py \
   --label "yield100=scheduled yield, 100 coroutines, coro_sched_run" \
   --label "yield1_step=scheduled yield, 1 coroutine, coro_sched_step" \
   --label "yield1_ucontext=scheduled yield, 1 coroutine, ucontext back-end" \
+  --label "yield1_ch03=scheduled yield, 1 coroutine, ch03 library" \
+  --label "yield1_ch04=scheduled yield, 1 coroutine, ch04 library" \
   --label "yield1_ch05=scheduled yield, 1 coroutine, ch05 library" \
   --label "fiber_yield=Boost.Fiber this_fiber::yield, 1 fiber (baseline)" \
   --label "go1=go + run, 1 per run, guarded stacks" \
@@ -37,6 +39,8 @@ exec python3 bench/interleave.py \
   --ratio yield1/resume \
   --ratio yield100/yield1 \
   --ratio yield1_ucontext/yield1 \
+  --ratio yield1_ch03/yield1 \
+  --ratio yield1_ch04/yield1 \
   --ratio "yield1_ch05/yield1<=1.1" \
   --ratio "yield1/fiber_yield<=0.25" \
   --ratio go1/pthread \
@@ -50,6 +54,8 @@ exec python3 bench/interleave.py \
   yield100=bench/sched_yield100 \
   yield1_step=bench/sched_yield1_step \
   yield1_ucontext=bench/sched_yield1_ucontext \
+  yield1_ch03=bench/sched_yield1_ch03 \
+  yield1_ch04=bench/sched_yield1_ch04 \
   yield1_ch05=bench/sched_yield1_ch05 \
   fiber_yield=bench/fiber_yield \
   go1=bench/sched_go1 \

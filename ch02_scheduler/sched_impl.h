@@ -124,8 +124,4 @@ bool coro__may_pump(const coro_sched *s);
 coro_sched *coro__pump_enter(coro_sched *s);
 void coro__pump_leave(coro_sched *s, coro_sched *outer);
 
-/* Run the front entry, if any; false if nothing was ready. The caller
- * holds the pump (s->pumping). */
-bool coro__run_one(coro_sched *s);
-
 #endif /* CORO_SCHED_IMPL_H */

@@ -232,10 +232,6 @@ bool coro__may_pump(const coro_sched *s);
 coro_sched *coro__pump_enter(coro_sched *s);
 void coro__pump_leave(coro_sched *s, coro_sched *outer);
 
-/* Run the front entry, if any; false if nothing was ready. The caller
- * holds the pump (s->pumping). */
-bool coro__run_one(coro_sched *s);
-
 /* Run while coro__work_remains() (then 0), or, with `until_deadline`,
  * until `deadline` (ETIMEDOUT); the thread sleeps while nothing is ready.
  * The caller holds the pump. */

@@ -332,6 +332,8 @@ static inline void coro__timing_open(coro_sched *s, coro *c)
         coro__timing_new_window(s);
     s->window_left--;
     s->requeued = NULL;
+    if (c->ready_at == s->ticks_hint)
+        return; /* ready since the window's reading: it waited 0 */
     if (c->ready_at == CORO_READY_OUTSIDE_PUMP) {
         s->unmeasured++;
         return;
@@ -361,7 +363,8 @@ coro_sched *coro__pump_enter(coro_sched *s);
 void coro__pump_leave(coro_sched *s, coro_sched *outer);
 
 /* Run the front entry, if any; false if nothing was ready. The caller
- * holds the pump (s->pumping). */
+ * holds the pump (s->pumping). For loops outside sched.c (shutdown.c):
+ * the pump's own loops call an inlined copy (run_one() says why). */
 bool coro__run_one(coro_sched *s);
 
 /* Run while coro__work_remains() (then 0), or, with `until_deadline`,
