@@ -231,8 +231,13 @@ run_coroutine(coro_sched *s, coro *c)
     coro__resume(c);
     if (c->state != CORO_DONE) {
         if (c->waiting == CORO_WAIT_NONE) {
-            /* it yielded: behind everything ready */
-            coro__queue_coroutine(s, c);
+            /* It yielded: behind everything ready. Ready since the
+             * window's reading, which a resume just used, so it is fresh
+             * (what coro__queue_coroutine() would ask coro__ready_stamp()
+             * for, without its checks: this is the pump's hottest path). */
+            c->queued = true;
+            c->ready_at = s->ticks_hint;
+            coro__ready_push(s, &c->ready, c->priority);
             s->requeued = c; /* (its ready time: when timing ends) */
         }
         return;
@@ -383,7 +388,9 @@ int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
     size_t turn_left = 0; /* entries left in this turn; 0: a new one */
     bool looked = false;  /* the hook just waited: no poll needed */
 
-    while (coro__work_remains(s)) {
+    /* (An entry in the queue is work, so the loop asks the counters only
+     * when the queue is empty: the call stays off the path of a yield.) */
+    while (s->ready_count > 0 || coro__work_remains(s)) {
         coro__drain_inbox(s);
         if (turn_left == 0) {
             coro__fire_due_timers(s);
