@@ -89,18 +89,24 @@
  * A short spin before sleeping. Falling asleep is cheap; waking up is not:
  * a futex wake costs the waker a system call, and the sleeper the time it
  * takes the kernel (and, in a virtual machine, the host) to get a halted
- * processor running again: about 3 µs on the machine of the course's
- * benchmarks, against under 0.5 µs for everything else a wake does. So an
- * idle owner first watches its inbox for up to SPIN_NS, as Go's scheduler
- * and many mutexes do; a request that arrives meanwhile costs neither
- * side a system call. Spinning only pays if requests come back that fast,
- * so a spin that finds nothing makes the owner skip spinning for the next
- * 1, 2, 4, ... up to SPIN_BACKOFF_MAX waits, and a spin that finds work
- * starts it over: a pump that sleeps for milliseconds at a time spins
- * once in 65 waits. With one processor to run on there is no spin at all:
- * the producer could not run while the owner spins. The spin is only
- * loads of `head`: the handshake above is unchanged, and a spin that sees
- * a request is one more early return, after which the pump looks again.
+ * processor running again: 3 µs on one of the course's machines, 25 to
+ * 30 µs on another, against under 0.5 µs for everything else a wake does.
+ * So an idle owner first watches its inbox for up to SPIN_NS, as Go's
+ * scheduler and many mutexes do; a request that arrives meanwhile costs
+ * neither side a system call. SPIN_NS must outlast that wake-up: in a
+ * ping-pong the answer an owner waits for comes from a partner that may
+ * itself have slept, so a spin shorter than one wake-up fails every time,
+ * both sides back off, and every wake pays the host twice (a 5 µs spin on
+ * the slower machine: 25 µs per wake; 50 µs: 0.2 µs). 50 µs is also where
+ * Linux's own halt polling in a guest starts. Spinning only pays if
+ * requests come back that fast, so a spin that finds nothing makes the
+ * owner skip spinning for the next 1, 2, 4, ... up to SPIN_BACKOFF_MAX
+ * waits, and a spin that finds work starts it over: a pump that sleeps for
+ * milliseconds at a time spins once in 65 waits, under 1 µs per wait. With
+ * one processor to run on there is no spin at all: the producer could not
+ * run while the owner spins. The spin is only loads of `head`: the
+ * handshake above is unchanged, and a spin that sees a request is one more
+ * early return, after which the pump looks again.
  * (A wait hook does not spin: its application decides how it waits.)
  */
 #define _GNU_SOURCE
@@ -250,7 +256,7 @@ static void wait_in_hook(coro_inbox *in, uint64_t deadline)
 
 /* The spin before a sleep (see the top of this file). */
 enum {
-    SPIN_NS = 5 * CORO_USEC,  /* how long an idle owner watches its inbox */
+    SPIN_NS = 50 * CORO_USEC, /* how long an idle owner watches its inbox */
     SPIN_CHECKS = 32,         /* looks between two clock reads */
     SPIN_BACKOFF_MAX = 64,    /* most waits skipped after failed spins */
 };
