@@ -174,6 +174,7 @@ static void coroutine_main(void *arg)
     struct coro_thread *t = &this_thread;
 
     tools_after_switch(t, self);
+    self->started = true; /* here, once, not in every coro_resume() */
     self->result = self->fn(self->arg);
     return_to_resumer(t, self, CORO_DONE);
     abort(); /* a DONE coroutine is never switched back to */
@@ -222,17 +223,16 @@ int coro_resume(coro *c)
         return EINVAL;
     if (c->owner != thread_self())
         return EPERM; /* checked first: its state is another thread's */
-    if (c->state == CORO_DONE)
-        return EINVAL;
-    if (c->state != CORO_SUSPENDED)
-        return EBUSY; /* RUNNING or NORMAL: its stack is in use */
+    if (c->state != CORO_SUSPENDED) /* one test on the way of a resume */
+        return c->state == CORO_DONE ? EINVAL
+                                     : EBUSY; /* RUNNING or NORMAL: its
+                                                 stack is in use */
 
     caller = t->current;
     if (caller)
         caller->state = CORO_NORMAL;
     c->resumer = caller;
     c->state = CORO_RUNNING;
-    c->started = true;
     t->current = c;
     /* c's coro_yield() returns 0. Back here when c yielded or returned:
      * return_to_resumer() has made the caller current and RUNNING again,

@@ -196,6 +196,7 @@ static void coroutine_main(void *arg)
     struct coro_thread *t = &this_thread;
 
     tools_after_switch(t, self);
+    self->started = true; /* here, once, not in every coro_resume() */
     self->result = self->fn(self->arg);
     return_to_resumer(t, self, CORO_DONE);
     abort(); /* a DONE coroutine is never switched back to */
@@ -230,7 +231,6 @@ int coro__resume(coro *c)
         caller->state = CORO_NORMAL;
     c->resumer = caller;
     c->state = CORO_RUNNING;
-    c->started = true;
     t->current = c;
     /* c's coro_yield() returns 0. Back here when c yielded or returned:
      * return_to_resumer() has made the caller current and RUNNING again,

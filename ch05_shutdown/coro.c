@@ -202,6 +202,7 @@ static void coroutine_main(void *arg)
     struct coro_thread *t = &this_thread;
 
     tools_after_switch(t, self);
+    self->started = true; /* here, once, not in every coro_resume() */
     self->result = self->fn(self->arg);
     coro__run_cleanups(self);
     /* From here a coro_cancel() on any thread answers EINVAL (acq_rel: its
@@ -243,7 +244,6 @@ int coro__resume(coro *c)
         caller->state = CORO_NORMAL;
     c->resumer = caller;
     c->state = CORO_RUNNING;
-    c->started = true;
     t->current = c;
     /* c's coro_yield() returns this: a cancelled coroutine still yielded
      * (the others ran), then it is told, so that a loop of yields notices.
