@@ -398,8 +398,9 @@ int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
              * keep yielding must not keep run_until past its deadline. */
             if (until_deadline && deadline <= coro_now())
                 return ETIMEDOUT;
-            if (!looked && s->ready_count > 0)
-                coro__inbox_poll(&s->inbox); /* no hook: nothing */
+            if (coro__inbox_has_hook(&s->inbox) && !looked &&
+                s->ready_count > 0) /* the hook first: the rare case */
+                coro__inbox_poll(&s->inbox);
             turn_left = s->ready_count;
         }
         looked = false;
