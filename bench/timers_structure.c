@@ -185,7 +185,7 @@ static unsigned long parse_number(const char *text) {
 }
 
 int main(int argc, char **argv) {
-    unsigned long n = 0, rounds = 5, seed = 1;
+    unsigned long n = 0, rounds = 9, seed = 1;
     int failures = 0;
 
     for (int i = 1; i < argc; i++) {
