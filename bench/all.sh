@@ -61,10 +61,17 @@ else
   trap 'rm -rf "$out"' EXIT
 fi
 
-# The machine, first: the figures mean little without it. The model name
-# and the count of CPUs come from /proc/cpuinfo (summary.py prints the same
-# line above its table).
+# The machine, first: the figures mean little without it. The model name,
+# its family and model numbers (a VM's model name is often only "AMD EPYC"
+# or "Intel(R) Xeon(R) Processor", whatever the generation) and the count
+# of CPUs come from /proc/cpuinfo (summary.py prints the same line above
+# its table).
 model=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
+family=$(sed -n 's/^cpu family[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
+number=$(sed -n 's/^model[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
+if [[ -n "$family" && -n "$number" ]]; then
+  model="${model:-unknown CPU} (family $family, model $number)"
+fi
 cpus=$(grep -c '^processor' /proc/cpuinfo)
 echo "CPU: ${model:-unknown CPU}, ${cpus} CPUs"
 echo

@@ -421,19 +421,26 @@ HEADER = ["row", "ours", "baseline (same run)", "ratio", "target",
 
 
 def machine():
-    """'Intel(R) Xeon(R) ..., 2 CPUs': the `model name` of /proc/cpuinfo
-    and its count of `processor` entries (as bench/all.sh prints them)."""
-    model, count = "unknown CPU", 0
+    """'AMD EPYC (family 25, model 17), 2 CPUs': the first CPU's `model
+    name`, `cpu family` and `model` in /proc/cpuinfo and its count of
+    `processor` entries (as bench/all.sh prints them). The numbers tell
+    generations apart where a VM's model name does not."""
+    fields, count = {}, 0
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
-                # The first CPU's model (they are all the same).
-                if line.startswith("model name") and model == "unknown CPU":
-                    model = " ".join(line.split(":", 1)[1].split())
-                if line.startswith("processor"):
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "processor":
                     count += 1
+                elif key in ("model name", "cpu family", "model"):
+                    # The first CPU's (they are all the same).
+                    fields.setdefault(key, " ".join(value.split()))
     except OSError:
         pass
+    model = fields.get("model name", "unknown CPU")
+    if "cpu family" in fields and "model" in fields:
+        model += f" (family {fields['cpu family']}, model {fields['model']})"
     return f"{model}, {count or os.cpu_count()} CPUs"
 
 
