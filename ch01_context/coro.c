@@ -223,10 +223,11 @@ int coro_resume(coro *c)
         return EINVAL;
     if (c->owner != thread_self())
         return EPERM; /* checked first: its state is another thread's */
-    if (c->state != CORO_SUSPENDED) /* one test on the way of a resume */
-        return c->state == CORO_DONE ? EINVAL
-                                     : EBUSY; /* RUNNING or NORMAL: its
-                                                 stack is in use */
+    if (c->state != CORO_SUSPENDED) {
+        /* DONE: nothing left to run. RUNNING or NORMAL: its stack is in
+         * use. (One test on the way of a good resume.) */
+        return c->state == CORO_DONE ? EINVAL : EBUSY;
+    }
 
     caller = t->current;
     if (caller)
