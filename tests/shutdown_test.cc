@@ -2794,6 +2794,37 @@ TEST(Stats, PostsPendingAndRejected) {
   EXPECT_EQ(coro_sched_destroy(limited), 0);
 }
 
+// posts_pending reads exactly the posts not yet run, also while the pump
+// runs a batch of other threads' posts: the five arrive together, so one
+// turn runs them all, and each reads the count as its function starts
+// (its own count is already given back).
+TEST(Stats, PostsPendingExactWithinATurnOfRemotePosts) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  constexpr size_t kPosts = 5;
+  std::vector<size_t> seen;
+  OnAnotherThread([&] {
+    for (size_t i = 0; i < kPosts; ++i) {
+      ASSERT_EQ(Post(s, [s, &seen] {
+                  coro_stats st{};
+                  ASSERT_EQ(coro_sched_stats(s, &st), 0);
+                  seen.push_back(st.posts_pending);
+                }),
+                0);
+    }
+  });
+  coro_stats st{};
+  ASSERT_EQ(coro_sched_stats(s, &st), 0);
+  EXPECT_EQ(st.posts_pending, kPosts) << "counted when accepted";
+  EXPECT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(seen.size(), kPosts);
+  for (size_t i = 0; i < kPosts; ++i)
+    EXPECT_EQ(seen[i], kPosts - 1 - i) << "inside post " << i;
+  ASSERT_EQ(coro_sched_stats(s, &st), 0);
+  EXPECT_EQ(st.posts_pending, 0u);
+  EXPECT_EQ(coro_sched_destroy(s), 0) << "nothing left owed or pending";
+}
+
 // timers_pending counts coroutines waiting with a deadline: sleepers, timed
 // parks (for and until), timed event waits — not a plain park or await.
 // After a close they all finish and the count is back to 0; every start
