@@ -196,7 +196,7 @@ static void coroutine_main(void *arg)
     struct coro_thread *t = &this_thread;
 
     tools_after_switch(t, self);
-    self->started = true; /* here, once, not in every coro_resume() */
+    self->started = true; /* here, once, not at every resume */
     self->result = self->fn(self->arg);
     return_to_resumer(t, self, CORO_DONE);
     abort(); /* a DONE coroutine is never switched back to */

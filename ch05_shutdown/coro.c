@@ -202,7 +202,7 @@ static void coroutine_main(void *arg)
     struct coro_thread *t = &this_thread;
 
     tools_after_switch(t, self);
-    self->started = true; /* here, once, not in every coro_resume() */
+    self->started = true; /* here, once, not at every resume */
     self->result = self->fn(self->arg);
     coro__run_cleanups(self);
     /* From here a coro_cancel() on any thread answers EINVAL (acq_rel: its
