@@ -12,10 +12,11 @@
  * what the data structure costs. A round: N timers with random deadlines
  * (uniform over N x 50 ns, a seeded PRNG), added in order, then every one
  * popped (coro__timers_pop_due with a `now` past them all), checked in
- * (deadline, set order) order, 16 at a time as the pump takes them. The timers belong to N stand-in coroutines
- * (an array of `struct coro`, 192 bytes each, never read here: their
- * index is their address), so the heap's prefetches of them cost what they
- * do for real, but the misses a pump takes on them are not counted (the
+ * (deadline, set order) order, 16 at a time as the pump takes them. The
+ * timers belong to N stand-in coroutines (an array of `struct coro`, 192
+ * bytes each, never read here: their index is their address). The heap
+ * never reads a coroutine, and the misses a pump takes on them are not
+ * counted (the pump, not the heap, asks for a due coroutine's memory; the
  * set loop brings each one's line in ahead, as the running coroutine's
  * would be: see round_ours()).
  * The baseline: the same N deadlines through std::push_heap / pop_heap on a

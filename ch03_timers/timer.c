@@ -305,12 +305,7 @@ size_t coro__timers_pop_due(coro_timers *t, uint64_t now, coro **due,
         if (c == NULL)
             continue; /* cancelled: dropped, nothing fires */
         t->count--;
-        /* The caller reads c->waiting next: with many coroutines, a cache
-         * miss. Start it now, so that it overlaps with the heap work for
-         * the rest of the batch instead of stalling the caller on each
-         * coroutine in turn. */
-        __builtin_prefetch(&c->waiting);
-        due[n++] = c;
+        due[n++] = c; /* (the caller asks for c's memory: see wait.c) */
     }
     if (t->size == 0) {
         /* Nothing left, dead or alive: ids start again from 0, so the
