@@ -125,7 +125,7 @@ void coro__cache_flush(coro_sched *s);
  * park or event wait times out. */
 void coro__read_clock_and_fire_timers(coro_sched *s);
 
-/* The pump's look at the timers, before every resume. Inline, because
+/* The pump's look at the timers, at the start of every turn. Inline, because
  * most often no timer is set at all: then the look costs no call and no
  * clock read. */
 static inline void coro__fire_due_timers(coro_sched *s)

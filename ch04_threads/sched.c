@@ -316,16 +316,26 @@ static uint64_t idle_until(coro_sched *s, uint64_t deadline)
  * resume, about 40 ns on the course's benchmark machine.) A timer that
  * comes due during a turn fires when the turn ends, so it is never early,
  * and late by at most a turn: the entries that were ready before it.
- * Other threads' requests cost no clock read, and are taken in before
- * every resume.
+ *
+ * Other threads' requests come in at the start of a turn too, with one
+ * look at the inbox. Not before every resume: a look reads the inbox's
+ * head, which the producers write, and takes its cache line away from
+ * them, so that the next push waits for the line to come back (a round
+ * trip between two cores, up to 120 ns on a VM). Looking once a turn, the
+ * pump takes what arrived meanwhile as one batch: posts from another
+ * thread, //bench:threads on an AMD EPYC, 109 ns per item before, 57
+ * after. A request waits for the turn in progress to end, as a timer does.
  */
 int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
 {
     size_t turn_left = 0; /* entries left in this turn; 0: a new one */
 
-    while (coro__work_remains(s)) {
-        coro__drain_inbox(s);
+    /* (An entry in the queue is work, so the loop asks the counters only
+     * when the queue is empty: the call stays off the path of a yield, and
+     * the counters, which other threads write, off the path of a post.) */
+    while (s->ready_count > 0 || coro__work_remains(s)) {
         if (turn_left == 0) {
+            coro__drain_inbox(s);
             coro__fire_due_timers(s);
             /* Checked on every turn, not only when idle: coroutines that
              * keep yielding must not keep run_until past its deadline. */

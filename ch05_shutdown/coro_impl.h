@@ -335,8 +335,8 @@ void coro__inbox_push(coro_inbox *in, coro_remote *node);
 /* Owner: take every request, oldest first (per producer). */
 coro_remote *coro__inbox_take(coro_inbox *in);
 
-/* Owner: whether the inbox holds nothing. Inline: the pump asks before
- * every resume. (Acquire, though a "no" is all the pump acts on here: a
+/* Owner: whether the inbox holds nothing. Inline: the pump asks at the
+ * start of every turn. (Acquire, though a "no" is all the pump acts on here: a
  * "yes" is followed by coro__inbox_take(), whose exchange acquires what
  * the producers wrote. On x86-64 and AArch64 an acquire load costs what a
  * plain one does.) */

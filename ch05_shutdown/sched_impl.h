@@ -214,7 +214,7 @@ coro_dense *coro__owner_dense(const coro_sched *s);
  * park or event wait times out. */
 void coro__read_clock_and_fire_timers(coro_sched *s);
 
-/* The pump's look at the timers, before every resume. Inline, because
+/* The pump's look at the timers, at the start of every turn. Inline, because
  * most often no timer is set at all: then the look costs no call and no
  * clock read. */
 static inline void coro__fire_due_timers(coro_sched *s)
@@ -250,9 +250,9 @@ void coro__post_node_return(coro_sched *s, struct post *p);
  * queue, oldest first. */
 void coro__take_in_requests(coro_sched *s);
 
-/* The pump's look at the inbox, before every resume. Inline, because
- * most often nothing waits there: then the look is one load and no
- * call. */
+/* The pump's look at the inbox, at the start of every turn. Inline,
+ * because most often nothing waits there: then the look is one load and
+ * no call. */
 static inline void coro__drain_inbox(coro_sched *s)
 {
     if (s->backlog != NULL || !coro__inbox_empty(&s->inbox))

@@ -649,6 +649,53 @@ TEST(CrossThreadPost, WakesAPollForThatSleepsWithNothingToDo) {
   EXPECT_EQ(coro_sched_destroy(s), 0);
 }
 
+// A request from another thread waits for the pump's turn in progress to
+// end: the pump looks at its inbox at the start of every turn (not only
+// when it runs out of work), and the request queues behind the entries
+// ready then. Three coroutines keep yielding; while the first one runs,
+// another thread posts, and that coroutine waits until the post is in the
+// inbox. The post must run within 2 + 3 resumes: the two left in that
+// turn, then the three of the next. (It may come in sooner; a pump that
+// looked only when idle would run it after all 3 x 20 resumes.)
+TEST(CrossThreadPost, ARequestSentDuringATurnRunsWithinTheNextTurn) {
+  constexpr int kYielders = 3;
+  constexpr int kRounds = 20;
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int resumes = 0;          // resumes of the yielders, in all
+  int sent_after = -1;      // `resumes` when the post was in the inbox
+  int ran_after = -1;       // `resumes` when the post ran
+  std::atomic<bool> pushed{false};
+  std::thread poster;
+  for (int i = 0; i < kYielders; ++i) {
+    ASSERT_EQ(Go(s, [&, i] {
+                for (int round = 0; round < kRounds; ++round) {
+                  ++resumes;
+                  if (i == 0 && round == 5) {
+                    poster = std::thread([&] {
+                      EXPECT_EQ(Post(s, [&] { ran_after = resumes; }), 0);
+                      pushed.store(true);
+                      coro_thread_detach();
+                    });
+                    // Mid-turn, until the request is in the inbox.
+                    EXPECT_TRUE(WaitUntil([&] { return pushed.load(); }));
+                    sent_after = resumes;
+                  }
+                  coro_yield();
+                }
+              }),
+              0);
+  }
+  Watchdog watchdog("a post sent during a turn");
+  EXPECT_EQ(coro_sched_run(s), 0);
+  poster.join();
+  ASSERT_GE(sent_after, 0);
+  ASSERT_GE(ran_after, 0) << "the post never ran";
+  EXPECT_LE(ran_after - sent_after, 2 * kYielders - 1)
+      << "the post waited " << ran_after - sent_after << " resumes";
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
 // The same for a coroutine handed over with coro_go.
 TEST(CrossThreadGo, WakesAPollForThatSleepsWithNothingToDo) {
   coro_sched* s = coro_sched_create();
