@@ -51,7 +51,8 @@ static int sched_start(coro_sched *s, coro_fn fn, void *arg, bool detached,
 
     if (err != 0)
         return err;
-    if (coro__levels_reserve(s, s->alive + s->posts_pending + 1) != 0)
+    /* The new coroutine's level, and the posts' (see ready.c). */
+    if (coro__levels_reserve(s, s->alive + 1 + LEVELS_FOR_POSTS) != 0)
         return ENOMEM;
     c = coro__shell_get(s, &reused);
     if (c == NULL)
@@ -100,7 +101,7 @@ int coro_post(coro_sched *s, coro_post_fn fn, void *arg)
         s->posts_rejected++;
         return EAGAIN;
     }
-    if (coro__levels_reserve(s, s->alive + s->posts_pending + 1) != 0)
+    if (coro__levels_reserve(s, s->alive + LEVELS_FOR_POSTS) != 0)
         return ENOMEM;
     p = s->spare_posts;
     if (p != NULL) {

@@ -84,6 +84,10 @@ struct coro_sched {
  * Returns 0 or ENOMEM. */
 int coro__levels_reserve(coro_sched *s, size_t needed);
 
+/* The level objects all posts need together: every post is queued at
+ * priority 0, so they share one level, however many are pending. */
+enum { LEVELS_FOR_POSTS = 1 };
+
 /* Queue an entry behind every entry of the same or higher priority. Never
  * fails: the caller reserved its level. */
 void coro__ready_push(coro_sched *s, coro_ready *entry, int priority);

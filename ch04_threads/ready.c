@@ -13,9 +13,14 @@
  *
  * Invariant (no allocation on the pump's path): a push may need a new level
  * object, and requeueing a coroutine that yielded must never fail. So the
- * scheduler owns at least as many level objects as entries that can be
- * queued at once (alive coroutines + pending posts): each coro_go(),
- * coro_spawn() and coro_post() reserves one before it is accepted.
+ * scheduler owns at least as many level objects as levels that can be in
+ * use at once: one per alive coroutine (each is queued at most once), and
+ * one for all the posts (LEVELS_FOR_POSTS: they are all queued at priority
+ * 0). coro_go() and coro_spawn() reserve them before they accept a
+ * coroutine, coro_post() before it accepts a post. (Counting one level per
+ * pending post instead, as this file once did, made a burst of a million
+ * posts allocate a million levels, and made the pump read the count of
+ * pending posts, which other threads write, for every post it took in.)
  *
  * Owns: the levels (in use and spare) of struct coro_sched. Thread: the
  * scheduler's owner only, like everything of the queue.

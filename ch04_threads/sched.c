@@ -83,7 +83,8 @@ int coro__reserve_one_more(coro_sched *s)
 {
     size_t alive = coro__alive_count(s);
 
-    if (coro__levels_reserve(s, alive + coro__posts_pending(s) + 1) != 0 ||
+    /* The new coroutine's level, and the posts' (see ready.c). */
+    if (coro__levels_reserve(s, alive + 1 + LEVELS_FOR_POSTS) != 0 ||
         coro__timers_reserve(&s->timers, alive + 1) != 0)
         return ENOMEM;
     return 0;
@@ -162,7 +163,7 @@ int coro_post(coro_sched *s, coro_post_fn fn, void *arg)
     if (!coro__post_admit(s))
         return EAGAIN;
     if (coro__levels_reserve(s, coro__alive_count(s) +
-                                    coro__posts_pending(s)) != 0)
+                                    LEVELS_FOR_POSTS) != 0)
         goto no_memory;
     p = s->spare_posts;
     if (p != NULL) {

@@ -263,7 +263,7 @@ static bool take_in(coro_sched *s, coro_remote *r)
         return true;
     case CORO_REMOTE_POST:
         if (coro__levels_reserve(s, coro__alive_count(s) +
-                                        coro__posts_pending(s)) != 0)
+                                        LEVELS_FOR_POSTS) != 0)
             return false;
         coro__ready_push(s, &remote_post(r)->ready, 0);
         return true;

@@ -896,6 +896,58 @@ TEST(Priority, ExtremeValuesOrderCorrectly) {
   EXPECT_EQ(coro_sched_destroy(s), 0);
 }
 
+// Every coroutine at a priority of its own, and posts queued beside them:
+// the queue then has a level per coroutine and one more for all the posts
+// (they are queued at 0). The scheduler reserved that many before it
+// accepted them (ready.c's invariant), so nothing allocates on the pump's
+// path and nothing aborts. (A reservation without the posts' level aborts
+// here, when the poster's second yield needs the last level object.)
+struct Climber {
+  int priority;  // its own, below 0: the others at 0 run first
+  int posts;     // posts it sends on its second run
+  int* finished;
+  int* posts_run;
+  int* posts_late;  // posts that ran after a climber had finished
+};
+
+constexpr int kClimbers = 6;
+
+void ClimberPost(coro_sched*, void* arg) {
+  auto* c = static_cast<Climber*>(arg);
+  ++*c->posts_run;
+  if (*c->finished != 0) ++*c->posts_late;
+}
+
+void* ClimberBody(void* arg) {
+  auto* c = static_cast<Climber*>(arg);
+  EXPECT_EQ(coro_set_priority(coro_self(), c->priority), 0);
+  EXPECT_EQ(coro_yield(), 0);  // queued at its own level
+  for (int i = 0; i < c->posts; ++i)
+    EXPECT_EQ(coro_post(coro_sched_self(), ClimberPost, c), 0);
+  EXPECT_EQ(coro_yield(), 0);  // its level again, beside the posts'
+  ++*c->finished;
+  return nullptr;
+}
+
+TEST(Priority, EveryCoroutineAtItsOwnPriorityAndPostsQueuedAtOnce) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int finished = 0, posts_run = 0, posts_late = 0;
+  Climber climbers[kClimbers];
+  for (int i = 0; i < kClimbers; ++i) {
+    // The first, at -1, is the highest: on the second round it runs while
+    // every other one waits at its own level, and posts.
+    climbers[i] = {-(i + 1), i == 0 ? 100 : 0, &finished, &posts_run,
+                   &posts_late};
+    ASSERT_EQ(coro_go(s, ClimberBody, &climbers[i]), 0);
+  }
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(finished, kClimbers);
+  EXPECT_EQ(posts_run, 100);
+  EXPECT_EQ(posts_late, 0) << "posts are queued at 0, above every climber";
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
 // The lesson's `priorities` example: tasks of 5, 1 and 4 steps, each
 // lowering its own priority by one after every step, give exactly this.
 struct Aging {
