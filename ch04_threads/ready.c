@@ -30,18 +30,54 @@
 #include <errno.h>
 #include <stdlib.h>
 
+/*
+ * Level objects come in blocks of a page: one aligned_alloc() per block,
+ * not per level, so a level's cache line of its own (struct ready_level
+ * says why) costs no memory beyond the line. A block's first line links
+ * it to the next; the blocks are freed when the scheduler is.
+ */
+struct level_block {
+    struct level_block *next;
+    struct ready_level levels[]; /* from the block's second line on */
+};
+
+enum { LEVELS_PER_BLOCK = 4096 / sizeof(struct ready_level) - 1 };
+
 int coro__levels_reserve(coro_sched *s, size_t needed)
 {
-    while (s->levels_owned < needed) {
-        struct ready_level *level = malloc(sizeof *level);
+    struct level_block *block;
+    size_t count;
 
-        if (level == NULL)
-            return ENOMEM;
-        level->lower = s->spare_levels;
-        s->spare_levels = level;
-        s->levels_owned++;
+    if (s->levels_owned >= needed)
+        return 0;
+    count = needed - s->levels_owned;
+    if (count < LEVELS_PER_BLOCK)
+        count = LEVELS_PER_BLOCK;
+    block = aligned_alloc(_Alignof(struct ready_level),
+                          sizeof *block + count * sizeof block->levels[0]);
+    if (block == NULL)
+        return ENOMEM;
+    block->next = s->level_blocks;
+    s->level_blocks = block;
+    for (size_t i = 0; i < count; i++) {
+        block->levels[i].lower = s->spare_levels;
+        s->spare_levels = &block->levels[i];
     }
+    s->levels_owned += count;
     return 0;
+}
+
+void coro__levels_free(coro_sched *s)
+{
+    while (s->level_blocks != NULL) {
+        struct level_block *block = s->level_blocks;
+
+        s->level_blocks = block->next;
+        free(block);
+    }
+    s->levels = NULL;
+    s->spare_levels = NULL;
+    s->levels_owned = 0;
 }
 
 void coro__ready_push(coro_sched *s, coro_ready *entry, int priority)

@@ -506,11 +506,7 @@ int coro_sched_destroy(coro_sched *s)
     coro__timers_free(&s->timers);
     if (coro__owner_dense(s) != NULL)
         coro__dense_destroy(coro__owner_dense(s));
-    while (s->spare_levels != NULL) {
-        struct ready_level *level = s->spare_levels;
-        s->spare_levels = level->lower;
-        free(level);
-    }
+    coro__levels_free(s);
     while (s->spare_posts != NULL) {
         struct post *p = s->spare_posts;
         s->spare_posts = p->next_free;
