@@ -31,9 +31,10 @@
 
 /* One priority's FIFO of ready entries, on a cache line of its own: the
  * pump writes it at every push and pop. Where malloc() happened to put
- * one across a line shared with the coroutine it queued, a scheduled
- * yield cost 12 to 13 ns instead of 7.5 to 10 (//bench:sched, Chapter 3,
- * an AMD EPYC): what sits beside it must not decide what a yield costs.
+ * one across two lines (and two pages), each shared with other objects, a
+ * scheduled yield cost 11 to 13 ns instead of 7 to 10 (//bench:sched,
+ * Chapter 3, an AMD EPYC): where malloc() puts it must not decide what a
+ * yield costs.
  * (ready.c carves levels from blocks, so the alignment wastes nothing.) */
 struct ready_level {
     _Alignas(64) int priority;
