@@ -30,11 +30,11 @@
 #include <stdint.h>
 
 /* One priority's FIFO of ready entries, on a cache line of its own: the
- * pump writes it at every push and pop. Where malloc() happened to put
- * one across two lines (and two pages), each shared with other objects, a
+ * pump writes it at every push and pop. In a build whose queue used a
+ * level that malloc() had put across two lines (and two pages), a
  * scheduled yield cost 11 to 13 ns instead of 7 to 10 (//bench:sched,
- * Chapter 3, an AMD EPYC): where malloc() puts it must not decide what a
- * yield costs.
+ * Chapter 3, an AMD EPYC), in every run; on a line of its own, not.
+ * Where malloc() puts it must not decide what a yield costs.
  * (ready.c carves levels from blocks, so the alignment wastes nothing.) */
 struct ready_level {
     _Alignas(64) int priority;
