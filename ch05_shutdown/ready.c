@@ -31,10 +31,10 @@
 #include <stdlib.h>
 
 /*
- * Level objects come in blocks of a page: one aligned_alloc() per block,
- * not per level, so a level's cache line of its own (struct ready_level
- * says why) costs no memory beyond the line. A block's first line links
- * it to the next; the blocks are freed when the scheduler is.
+ * Level objects come in blocks of at least a page: one aligned_alloc() per
+ * block, not per level, so a level's cache line of its own (struct
+ * ready_level says why) costs the line and nothing more. A block's first
+ * line links it to the next; the blocks are freed when the scheduler is.
  */
 struct level_block {
     struct level_block *next;
@@ -53,6 +53,8 @@ int coro__levels_reserve(coro_sched *s, size_t needed)
     count = needed - s->levels_owned;
     if (count < LEVELS_PER_BLOCK)
         count = LEVELS_PER_BLOCK;
+    if (count > (SIZE_MAX - sizeof *block) / sizeof block->levels[0])
+        return ENOMEM; /* the block's size would not fit in a size_t */
     block = aligned_alloc(_Alignof(struct ready_level),
                           sizeof *block + count * sizeof block->levels[0]);
     if (block == NULL)

@@ -144,8 +144,9 @@ static struct post *post_node_get(coro_sched *s)
     }
     post_cache = p->next_free;
     /* The next node was last written by the pump, on its core: ask for
-     * its line now (to write), so that it arrives while this post goes
-     * out instead of stalling the next one. */
+     * its line now (for writing, where the processor has such a hint), so
+     * that it arrives while this post goes out instead of stalling the
+     * next one. */
     if (post_cache != NULL)
         __builtin_prefetch(post_cache, 1);
     return p;
