@@ -715,10 +715,10 @@ typedef void (*coro_wait_fn)(void *arg, int wake_fd, uint64_t deadline);
  *
  * Fairness: a pump with work ready never waits, so it also calls `fn`
  * with `deadline` 0 (a poll that must not block) once per turn, a turn
- * being the entries that were ready when it began (coro_sched_run(),
- * coro_sched_run_until(), coro_sched_shutdown()); coro_sched_poll_for()
- * polls once per call when it ran something. coro_sched_step() never
- * calls `fn`.
+ * being the entries that were ready when it began, and at least 16
+ * (coro_sched_run(), coro_sched_run_until(), coro_sched_shutdown());
+ * coro_sched_poll_for() polls once per call when it ran something.
+ * coro_sched_step() never calls `fn`.
  *
  * The eventfd (`EFD_NONBLOCK | EFD_CLOEXEC`) is created by the first
  * call with a hook, and it is the library's: it stays open after

@@ -654,9 +654,10 @@ TEST(CrossThreadPost, WakesAPollForThatSleepsWithNothingToDo) {
 // when it runs out of work), and the request queues behind the entries
 // ready then. Three coroutines keep yielding; while the first one runs,
 // another thread posts, and that coroutine waits until the post is in the
-// inbox. The post must run within 2 + 3 resumes: the two left in that
-// turn, then the three of the next. (It may come in sooner; a pump that
-// looked only when idle would run it after all 3 x 20 resumes.)
+// inbox. A turn runs at least 16 entries (TURN_MIN_ENTRIES in sched.c), so
+// the post must run within 15 + 3 resumes: at most 15 left in that turn,
+// then the three of the next. (It may come in sooner; a pump that looked
+// only when idle would run it after all 3 x 20 resumes.)
 TEST(CrossThreadPost, ARequestSentDuringATurnRunsWithinTheNextTurn) {
   constexpr int kYielders = 3;
   constexpr int kRounds = 20;
@@ -691,7 +692,8 @@ TEST(CrossThreadPost, ARequestSentDuringATurnRunsWithinTheNextTurn) {
   poster.join();
   ASSERT_GE(sent_after, 0);
   ASSERT_GE(ran_after, 0) << "the post never ran";
-  EXPECT_LE(ran_after - sent_after, 2 * kYielders - 1)
+  constexpr int kTurnMin = 16;
+  EXPECT_LE(ran_after - sent_after, kTurnMin - 1 + kYielders)
       << "the post waited " << ran_after - sent_after << " resumes";
   EXPECT_EQ(coro_sched_destroy(s), 0);
 }

@@ -377,7 +377,8 @@ TEST_F(Sleep, OthersRunWhileOneSleeps) {
 // coro_sleep(0) goes through the timers: every coroutine that was ready
 // runs before the sleeper continues. Its timer is due at once, but the pump
 // looks at its timers once per turn (a turn runs what was ready when it
-// began): so B, which yielded during this turn, is queued before A's timer
+// began, at least 16 entries): so B, which yielded during this turn, is
+// queued before A's timer
 // fires at the start of the next, and runs again first. (A pump that looked
 // before every resume would have run A1 before B1.)
 TEST_F(Sleep, ZeroLetsTheReadyRunOnceLikeAYield) {
@@ -400,6 +401,32 @@ TEST_F(Sleep, ZeroLetsTheReadyRunOnceLikeAYield) {
 // A wake does not end a sleep (it returns 0 at its deadline, not earlier),
 // and the wake's permit is kept: the next park returns 0 at once, without
 // suspending (nobody else runs in between).
+// A turn runs at least 16 entries (TURN_MIN_ENTRIES in sched.c): while
+// fewer are ready, the ready ones run again within the turn, and the pump
+// looks at the clock only when the turn ends. A sleeps for 0 beside B,
+// which keeps yielding: the first turn is A and 15 resumes of B; A's timer
+// fires as the second turn begins, behind B, so A continues after exactly
+// 16 of B's resumes. (With turns of what was ready, 2 here, A would
+// continue after 2; a pump that looked at its timers only when idle,
+// after all 48.)
+TEST_F(Sleep, ATurnRunsAtLeastSixteenEntries) {
+  constexpr int kTurnMin = 16;
+  int b_resumes = 0;
+  int b_resumes_when_a_continued = -1;
+  Go([&] {
+    EXPECT_EQ(coro_sleep(0), 0);
+    b_resumes_when_a_continued = b_resumes;
+  });
+  Go([&] {
+    for (int i = 0; i < 3 * kTurnMin; ++i) {
+      ++b_resumes;
+      EXPECT_EQ(coro_yield(), 0);
+    }
+  });
+  EXPECT_EQ(Pump(), 0);
+  EXPECT_EQ(b_resumes_when_a_continued, kTurnMin);
+}
+
 TEST_F(Sleep, WakeDoesNotEndItAndThePermitWaitsForTheNextPark) {
   std::vector<std::string> log;
   coro* a = Spawn([&] {

@@ -469,11 +469,12 @@ TEST(WaitHook, ABusyPumpStillPollsTheHookOncePerTurn) {
   EXPECT_TRUE(l.pipe_seen.load());
   EXPECT_GE(l.polls.load(), 1);
 
-  // Once per turn: ten coroutines yielding 100 times each run 101 turns
-  // of ten entries, so the hook polls 101 times (and never blocks).
+  // Once per turn: twenty coroutines yielding 100 times each run 101
+  // turns of twenty entries, so the hook polls 101 times (and never
+  // blocks).
   Loop m;
   m.Install();
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 0; i < 20; ++i) {
     ASSERT_EQ(coro_go(m.s,
                       [](void*) -> void* {
                         for (int k = 0; k < 100; ++k) coro_yield();
@@ -485,6 +486,22 @@ TEST(WaitHook, ABusyPumpStillPollsTheHookOncePerTurn) {
   EXPECT_EQ(coro_sched_run(m.s), 0);
   EXPECT_EQ(m.polls.load(), 101);
   EXPECT_EQ(m.calls.load(), 101);
+
+  // A turn runs at least 16 entries (TURN_MIN_ENTRIES in sched.c): one
+  // coroutine alone, resumed 160 times, runs ten turns of sixteen, so the
+  // hook polls ten times, not once per resume.
+  Loop one;
+  one.Install();
+  ASSERT_EQ(coro_go(one.s,
+                    [](void*) -> void* {
+                      for (int k = 0; k < 159; ++k) coro_yield();
+                      return nullptr;
+                    },
+                    nullptr),
+            0);
+  EXPECT_EQ(coro_sched_run(one.s), 0);
+  EXPECT_EQ(one.polls.load(), 10);
+  EXPECT_EQ(one.calls.load(), 10);
 }
 
 TEST(WaitHook, PollForPollsTheHookWhenItRanSomething) {
