@@ -232,17 +232,15 @@ run_coroutine(coro_sched *s, coro *c)
     coro__resume(c);
     if (c->state != CORO_DONE) {
         if (c->waiting == CORO_WAIT_NONE) {
-            /* It yielded: behind everything ready. Ready since the
-             * window's reading, which a resume just used, so it is fresh
-             * (what coro__queue_coroutine() would ask coro__ready_stamp()
-             * for, without its checks: this is the pump's hottest path). */
+            /* It yielded: behind everything ready. Its ready time is the
+             * reading its resume started at, which it carries already
+             * (coro__timing_open() says why no stamp is needed). */
             c->queued = true;
-            c->ready_at = s->ticks_hint;
             coro__ready_push(s, &c->ready, c->priority);
-            s->requeued = c; /* (its ready time: when timing ends) */
         }
         return;
     }
+    s->last_resumed = NULL; /* it may be freed below */
     coro__alive_add(s, -1);
     /* release: a wake from another thread that sees `finished` sees the
      * coroutine's last writes too. */

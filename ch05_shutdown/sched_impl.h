@@ -127,7 +127,7 @@ struct coro_sched {
     unsigned window_left;       /* resumes it may still start; 0: the next
                                    resume opens a new window */
     bool window_open;           /* a window is being timed */
-    coro *requeued;             /* it yielded: ready from its next stamp */
+    coro *last_resumed;         /* of the window open, if still alive */
     uint64_t resumes;           /* in the windows closed so far */
     uint64_t longest_resume;
     uint64_t unmeasured;        /* resumes whose wait was not measured
@@ -314,15 +314,17 @@ void coro__abandon_one(coro_sched *s, coro *c);
  * pump was late for it; its wait is not measured. */
 #define CORO_READY_OUTSIDE_PUMP 0
 
-/* The slow paths of the two inline functions below: each reads the
- * clock. */
+/* The slow paths of the two inline functions below: the first two read
+ * the clock; the third measures a wait. */
 void coro__timing_refresh(coro_sched *s);
 void coro__timing_new_window(coro_sched *s);
+void coro__timing_waited(coro_sched *s, coro *c);
 
 /*
- * The pump's two timing steps at every resume and every requeue. They are
- * here, inline, because they run on the pump's hottest path, so that their
- * common case costs no call. stats.c explains the windows.
+ * The pump's timing steps when something becomes ready and at every
+ * resume. They are here, inline, because they run on the pump's hottest
+ * path, so that their common case costs no call. stats.c explains the
+ * windows.
  */
 
 /* A reading of the stats clock for "became ready now": inside the pump,
@@ -337,31 +339,33 @@ static inline uint64_t coro__ready_stamp(coro_sched *s)
     return s->ticks_hint;
 }
 
-/* A resume of `c` starts: inside the window open (while it has room) it
- * starts at the window's reading, else a new window opens. Then: how long
- * `c` waited. (A coroutine that yielded last was stamped with the
- * window's reading when it was requeued, which is when its resume ended
- * as near as the pump knows; only a new reading changes that, in
- * coro__timing_new_window().) One counter answers "is there room?": it
- * counts down, and a window that is closed or full has 0 left. */
+/*
+ * A resume of `c` starts: inside the window open (while it has room) it
+ * starts at the window's reading, else a new window opens. One counter
+ * answers "is there room?": it counts down, and a window that is closed
+ * or full has 0 left.
+ *
+ * Then: how long `c` waited. Stamped with the pump's latest reading, it
+ * waited 0 (as near as the pump can tell). Else coro__timing_waited()
+ * measures the wait and stamps `c` with that reading.
+ *
+ * So a coroutine that yields needs no stamp of its own: it still carries
+ * the reading its resume started at, and the reading does not change
+ * during a resume (only the pump, between resumes, reads the clock). That
+ * keeps the pump's hottest path, a yield and its requeue, free of stores
+ * for the statistics. If the window ends right after that resume, the
+ * coroutine became ready when the window ended, not when it began:
+ * coro__timing_new_window() restamps it (`last_resumed`), or a single long
+ * resume would count its own length as its next wait.
+ */
 static inline void coro__timing_open(coro_sched *s, coro *c)
 {
-    uint64_t latency;
-
     if (s->window_left == 0)
         coro__timing_new_window(s);
     s->window_left--;
-    s->requeued = NULL;
-    if (c->ready_at == s->ticks_hint)
-        return; /* ready since the window's reading: it waited 0 */
-    if (c->ready_at == CORO_READY_OUTSIDE_PUMP) {
-        s->unmeasured++;
-        return;
-    }
-    latency = s->ticks_hint > c->ready_at ? s->ticks_hint - c->ready_at : 0;
-    s->latency_sum += latency;
-    if (latency > s->latency_max)
-        s->latency_max = latency;
+    s->last_resumed = c;
+    if (c->ready_at != s->ticks_hint)
+        coro__timing_waited(s, c);
 }
 
 /* The pump turns to something else than a resume (a post, or sleep). */

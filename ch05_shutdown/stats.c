@@ -29,10 +29,10 @@
  * resumes turn long may charge a few microseconds of short resumes to its
  * longest one; the next window holds one again.
  *
- * The two steps the pump takes at every resume and every requeue,
- * coro__timing_open() and coro__ready_stamp(), are inline functions in
- * sched_impl.h, so that their common case costs no call. Their slow
- * paths, which read the clock, are here.
+ * The two steps the pump takes when something becomes ready and at every
+ * resume, coro__ready_stamp() and coro__timing_open(), are inline
+ * functions in sched_impl.h, so that their common case costs no call.
+ * Their slow paths, which read the clock or measure a wait, are here.
  *
  * Owns: the statistics fields of struct coro_sched, each coroutine's
  * ready_at, and the tick clock's rate. Thread: the scheduler's owner only
@@ -182,14 +182,19 @@ static void window_close(coro_sched *s, uint64_t now)
     s->window_open = false;
 }
 
-/* A coroutine that yielded became ready when its resume ended: as near as
- * the pump knows, at `now`. */
-static void stamp_requeued(coro_sched *s, uint64_t now)
+/* The window ends at `now`, a reading. The coroutine of its last resume,
+ * if it still carries the pump's latest reading (it yielded, or a turn
+ * that began after its resume woke it), became ready after that resume
+ * ended: as near as the pump knows, at `now`. (If it waits instead, the
+ * stamp is never read: what makes it ready stamps it again.) Called
+ * before ticks_hint changes. */
+static void stamp_last_resumed(coro_sched *s, uint64_t now)
 {
-    if (s->requeued != NULL) {
-        s->requeued->ready_at = now;
-        s->requeued = NULL;
-    }
+    coro *c = s->last_resumed;
+
+    if (c != NULL && c->ready_at == s->ticks_hint)
+        c->ready_at = now;
+    s->last_resumed = NULL; /* so, non-NULL only while a window is open */
 }
 
 /* The pump turns to something else than a resume (a post, or sleep): the
@@ -197,9 +202,11 @@ static void stamp_requeued(coro_sched *s, uint64_t now)
 void coro__timing_pause(coro_sched *s)
 {
     if (s->window_open) {
-        s->ticks_hint = coro__ticks();
-        window_close(s, s->ticks_hint);
-        stamp_requeued(s, s->ticks_hint);
+        uint64_t now = coro__ticks();
+
+        window_close(s, now);
+        stamp_last_resumed(s, now);
+        s->ticks_hint = now;
     }
 }
 
@@ -217,7 +224,7 @@ void coro__timing_new_window(coro_sched *s)
     uint64_t now = coro__ticks();
 
     window_close(s, now);
-    stamp_requeued(s, now);
+    stamp_last_resumed(s, now);
     if (s->window_size == 0)
         s->window_size = 1; /* the first window */
     s->ticks_hint = now;
@@ -225,6 +232,25 @@ void coro__timing_new_window(coro_sched *s)
     s->window_start = now;
     s->window_left = s->window_size;
     s->window_open = true;
+}
+
+/* `c`, about to be resumed, carries a stamp other than the window's
+ * reading (coro__timing_open()): add its wait to the sums, and stamp it
+ * with the reading, which is where its resume starts. */
+void coro__timing_waited(coro_sched *s, coro *c)
+{
+    uint64_t latency;
+
+    if (c->ready_at == CORO_READY_OUTSIDE_PUMP) {
+        s->unmeasured++;
+    } else {
+        latency = s->ticks_hint > c->ready_at ? s->ticks_hint - c->ready_at
+                                              : 0;
+        s->latency_sum += latency;
+        if (latency > s->latency_max)
+            s->latency_max = latency;
+    }
+    c->ready_at = s->ticks_hint;
 }
 
 int coro_sched_stats(const coro_sched *s, coro_stats *out)

@@ -2912,6 +2912,32 @@ TEST(Stats, LongestResumeAndWakeLatencyCatchAHog) {
   EXPECT_EQ(coro_sched_destroy(s), 0);
 }
 
+// A coroutine alone, which computes for 2 ms in each resume and yields,
+// never waits for anyone: its wake latency stays near 0. The statistics
+// time resumes in windows, and a coroutine that yields keeps the reading
+// its resume started at; when the window ends right after that resume,
+// the pump restamps it with the window's end. Without that, each long
+// resume would count its own 2 ms as the wait before the next.
+TEST(Stats, ALongResumeThatYieldsIsNotItsOwnWait) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(Go(s, [] {
+              for (int i = 0; i < 5; ++i) {
+                SpinFor(2 * kMs);
+                coro_yield();
+              }
+            }),
+            0);
+  EXPECT_EQ(coro_sched_run(s), 0);
+  coro_stats st{};
+  ASSERT_EQ(coro_sched_stats(s, &st), 0);
+  EXPECT_EQ(st.resumes, 6u);
+  EXPECT_GE(st.longest_resume_ns, 1500 * kUs);
+  EXPECT_LT(st.wake_latency_max_ns, 1 * kMs)
+      << "a resume's own length was counted as its next wait";
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
 // A coroutine created inside the pump (by a running coroutine) becomes
 // ready then: its wait behind a 2 ms hog is its wake latency.
 TEST(Stats, WakeLatencyCountsFromCreationInsideThePump) {
