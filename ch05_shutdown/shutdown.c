@@ -226,6 +226,9 @@ static void abandon_rest(coro_sched *s)
     coro_ready *posts = NULL, **tail = &posts, *entry;
     coro *c, *next;
 
+    /* The statistics' window ends first: it may name the coroutine of its
+     * last resume (last_resumed), which is about to be freed. */
+    coro__timing_pause(s);
     s->abandoning = true; /* from here arrivals are abandoned on the way in */
     coro__drain_inbox(s);
     /* The ready queue: keep the posts, in order; the coroutines in it are
