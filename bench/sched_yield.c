@@ -12,6 +12,11 @@
  *
  *   BENCH_NAME      the row's name, a bare word (yield1, yield100, ...)
  *   BENCH_YIELDERS  N, the coroutines taking turns
+ *   BENCH_TIMER     (optional, chapters 3 to 5) 1: a coroutine parked with
+ *                   a deadline an hour away sits beside the yielders, so a
+ *                   timer is set while they yield, as in any program with
+ *                   a timeout pending; the last yielder to finish wakes it.
+ *                   What a pump pays for looking at its timers.
  *   BENCH_PUMP_STEP 0: one coro_sched_run() per round. The round's N
  *                   coroutines share a budget of n yields, then return, and
  *                   coro_sched_run() comes back. Each round so also pays
@@ -38,6 +43,12 @@
 #define STRINGIFY(word) #word
 #define EXPAND_AND_STRINGIFY(macro) STRINGIFY(macro)
 #define NAME EXPAND_AND_STRINGIFY(BENCH_NAME)
+#ifndef BENCH_TIMER
+#define BENCH_TIMER 0
+#endif
+#if BENCH_TIMER && BENCH_PUMP_STEP
+#error "BENCH_TIMER needs a coro_sched_run() per round (BENCH_PUMP_STEP 0)"
+#endif
 
 typedef struct {
     coro_sched *s;
@@ -46,6 +57,7 @@ typedef struct {
     uint64_t yields;   /* yields made, counted by the coroutines */
     uint64_t finished; /* coroutines that returned */
     uint64_t started;  /* coroutines created */
+    coro *parked;      /* BENCH_TIMER: the parked coroutine, while parked */
 } state;
 
 /* A coroutine of the scheduler: yield until the budget is spent. */
@@ -57,8 +69,24 @@ static void *yielder(void *arg) {
         coro_yield();
     }
     p->finished++;
+#if BENCH_TIMER
+    if (p->finished == p->started && p->parked != NULL)
+        coro_wake(p->parked); /* the round's last yielder: the round ends */
+#endif
     return NULL;
 }
+
+#if BENCH_TIMER
+/* Parked with a deadline an hour away: a timer set for the whole round. */
+static void *parker(void *arg) {
+    state *p = arg;
+    p->parked = coro_self();
+    if (coro_park_for(3600 * CORO_SEC) != 0)
+        abort(); /* a timeout after an hour, or an error: neither happens */
+    p->parked = NULL;
+    return NULL;
+}
+#endif
 
 /* Queue the N coroutines. */
 static void start_yielders(state *p) {
@@ -100,6 +128,10 @@ static void yields(void *ctx, uint64_t n) {
 static void yields(void *ctx, uint64_t n) {
     state *p = ctx;
     p->budget = n;
+#if BENCH_TIMER
+    if (coro_go(p->s, parker, p) != 0) /* queued first: parks at once */
+        abort();
+#endif
     start_yielders(p);
     if (coro_sched_run(p->s) != 0)
         abort();
