@@ -502,7 +502,9 @@ int coro_priority(const coro *c);
  * `_for` take a duration, functions named `_until` an absolute deadline
  * (compare with coro_now()). A deadline is never early: a coroutine waiting
  * until `d` resumes at some time `t >= d`. Timers with equal deadlines fire
- * in the order they were set.
+ * in the order they were set. Late is possible: the pump looks at its
+ * timers at the start of each turn, a turn being the entries that were
+ * ready when it began, and at least 16 resumes.
  *
  * Waiting is only for coroutines run by a scheduler (coro_go(),
  * coro_spawn()); anywhere else these calls return `EPERM`. A waiting
@@ -594,7 +596,8 @@ int coro_wake(coro *c);
 /**
  * @brief Pump until nothing is alive, or until `deadline`.
  *
- * Like coro_sched_run(), but it returns when the deadline passes. With
+ * Like coro_sched_run(), but it returns when the deadline passes (looked
+ * at when each turn of the pump begins, as the timers are). With
  * only parked coroutines and no timers it waits for the deadline.
  *
  * @param s        the scheduler.
