@@ -6,7 +6,8 @@
 # their Boost.Fiber counterparts (this_fiber::yield of one fiber; a fiber
 # created and joined), with the bare switch, the manual coro_resume
 # ping-pong and the same yield on the ch05 library for reference, all
-# interleaved round by round in one run. Extra arguments go to
+# interleaved round by round in one run, each binary as three processes
+# (three address-space layouts: interleave.py says why). Extra arguments go to
 # bench/interleave.py, e.g. `./tools/bazelw run -c opt //bench:sched -- --rounds 15`.
 set -euo pipefail
 
@@ -18,6 +19,7 @@ fi
 
 exec python3 bench/interleave.py \
   --title "Scheduler (a yield = 2 switches; go+run = coro_go + coro_sched_run + finish)" \
+  --rounds 15 --processes 3 \
   --row-header "case" \
   --label "raw_asm=bare switch (context.h, reference)" \
   --label "resume=coro_resume + coro_yield, no scheduler" \

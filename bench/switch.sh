@@ -2,7 +2,8 @@
 # //bench:switch — what one context switch costs: our two back-ends
 # (assembly, ucontext), bare and through the API, against Boost.Context's
 # jump_fcontext (bare) and boost::context::fiber (API against API),
-# interleaved round by round in one run. Extra arguments go to bench/interleave.py,
+# interleaved round by round in one run, each binary as three processes
+# (three address-space layouts: interleave.py says why). Extra arguments go to bench/interleave.py,
 # e.g. `./tools/bazelw run -c opt //bench:switch -- --raw --rounds 15`.
 set -euo pipefail
 
@@ -14,6 +15,7 @@ fi
 
 exec python3 bench/interleave.py \
   --title "Context switch (a round trip = 2 switches)" \
+  --rounds 15 --processes 3 \
   --label "raw_asm=asm switch, bare (ours, context.h)" \
   --label "boost=Boost.Context jump_fcontext, bare (baseline)" \
   --label "raw_ucontext=ucontext switch, bare (ours, context.h)" \
