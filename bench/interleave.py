@@ -20,8 +20,9 @@ whole life (where its stack, heap and code landed), and on some processors
 a layout can make the same code a sixth slower in every round (eight
 processes of one binary, interleaved: seven at 5.4 to 5.6 ns per switch,
 one at 6.45, on an AMD EPYC): with one process per binary, a run draws one
-layout, and a ratio of two rows moves with the draw. With P processes and
-rounds > 2 * (rounds / P), the median is that of the usual layouts.
+layout, and a ratio of two rows moves with the draw. With P processes, the
+median is that of the usual layouts as long as fewer than half of a
+binary's processes draw an unusual one.
 
 The table gives, per binary, the median of its rounds and the fastest and
 slowest round; each --ratio A/B line gives median(A) / median(B) (times,

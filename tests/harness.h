@@ -76,6 +76,12 @@ inline constexpr bool kThreadSanitizer = false;
 // True when the binary runs under Valgrind (bazel test --config=valgrind).
 inline bool UnderValgrind() { return RUNNING_ON_VALGRIND != 0; }
 
+// The fewest entries a turn of the pump runs (TURN_MIN_ENTRIES in the
+// sched.c of chapters 3 to 5): the contract's bound on how late a timer,
+// a request from another thread or a hook's poll comes beside few ready
+// coroutines.
+inline constexpr int kTurnMinEntries = 16;
+
 // How many iterations a stress test should do: `n`, or a tenth of it under
 // Valgrind, which runs every instruction some 50 times slower. A tenth still
 // exercises the same paths; only the wall-clock budget differs.

@@ -692,8 +692,8 @@ TEST(CrossThreadPost, ARequestSentDuringATurnRunsWithinTheNextTurn) {
   poster.join();
   ASSERT_GE(sent_after, 0);
   ASSERT_GE(ran_after, 0) << "the post never ran";
-  constexpr int kTurnMin = 16;
-  EXPECT_LE(ran_after - sent_after, kTurnMin - 1 + kYielders)
+  EXPECT_LE(ran_after - sent_after,
+            coro_test::kTurnMinEntries - 1 + kYielders)
       << "the post waited " << ran_after - sent_after << " resumes";
   EXPECT_EQ(coro_sched_destroy(s), 0);
 }

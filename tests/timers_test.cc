@@ -378,9 +378,9 @@ TEST_F(Sleep, OthersRunWhileOneSleeps) {
 // runs before the sleeper continues. Its timer is due at once, but the pump
 // looks at its timers once per turn (a turn runs what was ready when it
 // began, at least 16 entries): so B, which yielded during this turn, is
-// queued before A's timer
-// fires at the start of the next, and runs again first. (A pump that looked
-// before every resume would have run A1 before B1.)
+// queued before A's timer fires at the start of the next, and runs again
+// first. (A pump that looked before every resume would have run A1 before
+// B1.)
 TEST_F(Sleep, ZeroLetsTheReadyRunOnceLikeAYield) {
   std::vector<std::string> log;
   Go([&] {
@@ -398,9 +398,6 @@ TEST_F(Sleep, ZeroLetsTheReadyRunOnceLikeAYield) {
   EXPECT_EQ(log, (std::vector<std::string>{"A0", "B0", "C0", "B1", "A1"}));
 }
 
-// A wake does not end a sleep (it returns 0 at its deadline, not earlier),
-// and the wake's permit is kept: the next park returns 0 at once, without
-// suspending (nobody else runs in between).
 // A turn runs at least 16 entries (TURN_MIN_ENTRIES in sched.c): while
 // fewer are ready, the ready ones run again within the turn, and the pump
 // looks at the clock only when the turn ends. A sleeps for 0 beside B,
@@ -410,7 +407,7 @@ TEST_F(Sleep, ZeroLetsTheReadyRunOnceLikeAYield) {
 // continue after 2; a pump that looked at its timers only when idle,
 // after all 48.)
 TEST_F(Sleep, ATurnRunsAtLeastSixteenEntries) {
-  constexpr int kTurnMin = 16;
+  const int kTurnMin = coro_test::kTurnMinEntries;
   int b_resumes = 0;
   int b_resumes_when_a_continued = -1;
   Go([&] {
@@ -427,6 +424,9 @@ TEST_F(Sleep, ATurnRunsAtLeastSixteenEntries) {
   EXPECT_EQ(b_resumes_when_a_continued, kTurnMin);
 }
 
+// A wake does not end a sleep (it returns 0 at its deadline, not earlier),
+// and the wake's permit is kept: the next park returns 0 at once, without
+// suspending (nobody else runs in between).
 TEST_F(Sleep, WakeDoesNotEndItAndThePermitWaitsForTheNextPark) {
   std::vector<std::string> log;
   coro* a = Spawn([&] {

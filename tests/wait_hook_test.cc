@@ -494,7 +494,10 @@ TEST(WaitHook, ABusyPumpStillPollsTheHookOncePerTurn) {
   one.Install();
   ASSERT_EQ(coro_go(one.s,
                     [](void*) -> void* {
-                      for (int k = 0; k < 159; ++k) coro_yield();
+                      // 10 turns' worth: 159 yields, 160 resumes.
+                      for (int k = 0; k < 10 * coro_test::kTurnMinEntries - 1;
+                           ++k)
+                        coro_yield();
                       return nullptr;
                     },
                     nullptr),
