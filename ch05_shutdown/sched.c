@@ -240,7 +240,8 @@ run_coroutine(coro_sched *s, coro *c)
         }
         return;
     }
-    s->last_resumed = NULL; /* it may be freed below */
+    if (s->window_first == c)
+        s->window_first = NULL; /* it may be freed below */
     coro__alive_add(s, -1);
     /* release: a wake from another thread that sees `finished` sees the
      * coroutine's last writes too. */
@@ -374,6 +375,19 @@ static size_t turn_length(const coro_sched *s)
                                              : TURN_MIN_ENTRIES;
 }
 
+/* Run one turn's entries: turn_length() of them, fewer if the queue
+ * empties first. Returns how many ran. Always inlined, as run_one() is
+ * (it says why): the loop that resumes is this one. */
+static inline __attribute__((always_inline)) size_t run_turn(coro_sched *s)
+{
+    size_t length = turn_length(s);
+    size_t ran = 0;
+
+    while (ran < length && run_one(s))
+        ran++;
+    return ran;
+}
+
 /*
  * The loop behind coro_sched_run() and coro_sched_run_until(): run until
  * nothing is alive and no post is pending, sleeping the thread while
@@ -411,34 +425,29 @@ int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
      * queues behind the entries already ready. Less often, and a turn
      * could end without a look. A turn that begins right after a wait
      * skips the poll: the wait was one. */
-    size_t turn_left = 0; /* entries left in this turn; 0: a new one */
-    bool looked = false;  /* the hook just waited: no poll needed */
+    bool looked = false; /* the hook just waited: no poll needed */
 
     /* (An entry in the queue is work, so the loop asks the counters only
-     * when the queue is empty: the call stays off the path of a yield, and
+     * when the queue is empty: the call stays off a busy pump's path, and
      * the counters, which other threads write, off the path of a post.) */
     while (s->ready_count > 0 || coro__work_remains(s)) {
-        if (turn_left == 0) {
-            coro__drain_inbox(s);
-            coro__fire_due_timers(s);
-            /* Checked on every turn, not only when idle: coroutines that
-             * keep yielding must not keep run_until past its deadline. */
-            if (until_deadline && deadline <= coro_now())
-                return ETIMEDOUT;
-            if (coro__inbox_has_hook(&s->inbox) && !looked &&
-                s->ready_count > 0) /* the hook first: the rare case */
-                coro__inbox_poll(&s->inbox);
-            turn_left = turn_length(s);
-        }
+        /* A turn: one look around, then the entries. */
+        coro__drain_inbox(s);
+        coro__fire_due_timers(s);
+        /* Checked on every turn, not only when idle: coroutines that
+         * keep yielding must not keep run_until past its deadline. */
+        if (until_deadline && deadline <= coro_now())
+            return ETIMEDOUT;
+        if (coro__inbox_has_hook(&s->inbox) && !looked &&
+            s->ready_count > 0) /* the hook first: the rare case */
+            coro__inbox_poll(&s->inbox);
         looked = false;
-        if (run_one(s)) {
-            turn_left--;
+        if (run_turn(s) > 0)
             continue;
-        }
-        turn_left = 0; /* nothing ready: the next look starts a turn */
-        /* What was taken in may have ended the work without queueing
-         * anything (a refused request giving its count back, a request
-         * owed to a finished coroutine): look again before sleeping. */
+        /* Nothing was ready. What was taken in may have ended the work
+         * without queueing anything (a refused request giving its count
+         * back, a request owed to a finished coroutine): look again before
+         * sleeping. */
         if (!coro__work_remains(s))
             break;
         coro__timing_sleep(s); /* a sleep is not part of the last resume */

@@ -227,7 +227,7 @@ static void abandon_rest(coro_sched *s)
     coro *c, *next;
 
     /* The statistics' window ends first: it may name the coroutine of its
-     * last resume (last_resumed), which is about to be freed. */
+     * first resume (window_first), which is about to be freed. */
     coro__timing_pause(s);
     s->abandoning = true; /* from here arrivals are abandoned on the way in */
     coro__drain_inbox(s);

@@ -152,49 +152,42 @@ static uint64_t window_ticks(void)
 
 /* The size of the window after one of `held` resumes that lasted
  * `length` ticks. */
-static unsigned next_window_size(unsigned size, unsigned held,
-                                 uint64_t length)
+static int next_window_size(int size, int held, uint64_t length)
 {
     uint64_t target = window_ticks();
     uint64_t fitted;
 
     if (length < target)
         return 2 * size < WINDOW_MAX ? 2 * size : WINDOW_MAX;
-    fitted = held * target / length; /* at this window's pace */
-    return fitted > 0 ? (unsigned)fitted : 1;
+    fitted = (uint64_t)held * target / length; /* at this window's pace */
+    return fitted > 0 ? (int)fitted : 1;       /* (at most `held`) */
 }
 
 /* End the window in progress at `now`, a reading, and choose the size of
- * the next one. */
+ * the next one. Called before ticks_hint changes. */
 static void window_close(coro_sched *s, uint64_t now)
 {
-    unsigned held = s->window_size - s->window_left;
+    int held = s->window_size - s->window_left;
+    coro *only = s->window_first;
     uint64_t length;
 
     if (!s->window_open)
         return;
     length = now - s->window_start;
-    s->resumes += held;
+    s->resumes += (uint64_t)held;
     if (length > s->longest_resume)
         s->longest_resume = length; /* charged to its longest resume */
+    /* A window of one resume: its coroutine, if it still carries the
+     * window's reading (it yielded, or a turn that began after its resume
+     * woke it), became ready after that resume ended, at `now` as near as
+     * the pump knows (coro__timing_open() says why). If it waits instead,
+     * the stamp is never read: what makes it ready stamps it again. */
+    if (held == 1 && only != NULL && only->ready_at == s->ticks_hint)
+        only->ready_at = now;
     s->window_size = next_window_size(s->window_size, held, length);
     s->window_left = 0;
+    s->window_first = NULL; /* so, non-NULL only while a window is open */
     s->window_open = false;
-}
-
-/* The window ends at `now`, a reading. The coroutine of its last resume,
- * if it still carries the pump's latest reading (it yielded, or a turn
- * that began after its resume woke it), became ready after that resume
- * ended: as near as the pump knows, at `now`. (If it waits instead, the
- * stamp is never read: what makes it ready stamps it again.) Called
- * before ticks_hint changes. */
-static void stamp_last_resumed(coro_sched *s, uint64_t now)
-{
-    coro *c = s->last_resumed;
-
-    if (c != NULL && c->ready_at == s->ticks_hint)
-        c->ready_at = now;
-    s->last_resumed = NULL; /* so, non-NULL only while a window is open */
 }
 
 /* The pump turns to something else than a resume (a post, or sleep): the
@@ -205,7 +198,6 @@ void coro__timing_pause(coro_sched *s)
         uint64_t now = coro__ticks();
 
         window_close(s, now);
-        stamp_last_resumed(s, now);
         s->ticks_hint = now;
     }
 }
@@ -216,21 +208,22 @@ void coro__timing_sleep(coro_sched *s)
     s->hint_stale = true;
 }
 
-/* A resume starts and the window is full, or none is open
+/* A resume of `c` starts and the window is full, or none is open
  * (coro__timing_open() in sched_impl.h): one clock reading ends the
- * window in progress and opens the next. */
-void coro__timing_new_window(coro_sched *s)
+ * window in progress and opens the next, with `c` its first resume. */
+void coro__timing_new_window(coro_sched *s, coro *c)
 {
     uint64_t now = coro__ticks();
 
+    s->window_left++; /* from -1 back to 0: `c` is not the old window's */
     window_close(s, now);
-    stamp_last_resumed(s, now);
     if (s->window_size == 0)
         s->window_size = 1; /* the first window */
     s->ticks_hint = now;
     s->hint_stale = false;
     s->window_start = now;
-    s->window_left = s->window_size;
+    s->window_left = s->window_size - 1; /* `c` is its first */
+    s->window_first = c;
     s->window_open = true;
 }
 
@@ -267,7 +260,8 @@ int coro_sched_stats(const coro_sched *s, coro_stats *out)
     out->posts_rejected = atomic_load(&s->posts_rejected);
     out->timers_pending = s->timers.count;
     out->resumes =
-        s->resumes + (s->window_open ? s->window_size - s->window_left : 0);
+        s->resumes +
+        (s->window_open ? (uint64_t)(s->window_size - s->window_left) : 0);
     measured = out->resumes - s->unmeasured;
     out->longest_resume_ns = coro__ticks_to_ns(s->longest_resume);
     out->wake_latency_max_ns = coro__ticks_to_ns(s->latency_max);
