@@ -1273,6 +1273,12 @@ typedef struct coro_stats {
  * `longest_resume_ns`); a high mean says the pump has more ready work than
  * it can run.
  *
+ * The pump times resumes in windows of a few microseconds and brings
+ * `resumes` and `longest_resume_ns` up to date as each window ends, and
+ * when its loop stops. Read from inside a coroutine of `s` (while the pump
+ * runs), they may leave out the window in progress: at most 256 resumes.
+ * Read outside the pump, every figure is complete.
+ *
  * @param s   the scheduler.
  * @param out where to write.
  * @return 0, or:

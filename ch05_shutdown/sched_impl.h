@@ -126,7 +126,9 @@ struct coro_sched {
     int window_size;            /* resumes it may hold (0 before the first) */
     int window_left;            /* resumes it may still take; a resume that
                                    takes it below 0 finds it full (a closed
-                                   window has 0 left) and opens the next */
+                                   window has 0 left) and opens the next.
+                                   While a loop runs entries, the loop's
+                                   local `room` holds it (run_one()). */
     bool window_open;           /* a window is being timed */
     coro *window_first;         /* the resume that opened it, while alive */
     uint64_t resumes;           /* in the windows closed so far */
@@ -318,7 +320,7 @@ void coro__abandon_one(coro_sched *s, coro *c);
 /* The slow paths of the two inline functions below: the first two read
  * the clock; the third measures a wait. */
 void coro__timing_refresh(coro_sched *s);
-void coro__timing_new_window(coro_sched *s, coro *c);
+int coro__timing_new_window(coro_sched *s, coro *c);
 void coro__timing_waited(coro_sched *s, coro *c);
 
 /*
@@ -343,10 +345,11 @@ static inline uint64_t coro__ready_stamp(coro_sched *s)
 /*
  * A resume of `c` starts: inside the window open (while it has room) it
  * starts at the window's reading, else it opens a new window. One counter
- * answers "is there room?": it counts the resumes the window may still
- * take, and the resume that takes it below 0 finds the window full, or
- * closed (a closed window has 0 left). A decrement and a test of its sign:
- * on x86, one instruction and a branch.
+ * answers "is there room?": `room`, the resumes the window may still
+ * take, kept in a local of the loop that resumes (run_one() in sched.c
+ * says why); the resume that takes it below 0 finds the window full, or
+ * closed (a closed window has 0 left), and the new window's room replaces
+ * it.
  *
  * Then: how long `c` waited. Stamped with the pump's latest reading, it
  * waited 0 (as near as the pump can tell). Else coro__timing_waited()
@@ -356,7 +359,7 @@ static inline uint64_t coro__ready_stamp(coro_sched *s)
  * the reading its resume started at, and the reading does not change
  * during a resume (only the pump, between resumes, reads the clock). That
  * keeps the pump's hottest path, a yield and its requeue, free of stores
- * for the statistics but the count. One case needs care: a window that
+ * for the statistics. One case needs care: a window that
  * held this resume alone (resumes of WINDOW_NS or more get a window each)
  * ends right after it, so the coroutine became ready when the window
  * ended, not when it began; the window's end restamps it (window_close()
@@ -364,10 +367,10 @@ static inline uint64_t coro__ready_stamp(coro_sched *s)
  * next wait. In a window of several resumes, every wait is off by less
  * than the window's length, the last one's as the others'.
  */
-static inline void coro__timing_open(coro_sched *s, coro *c)
+static inline void coro__timing_open(coro_sched *s, coro *c, int *room)
 {
-    if (--s->window_left < 0)
-        coro__timing_new_window(s, c);
+    if (--*room < 0)
+        *room = coro__timing_new_window(s, c);
     if (c->ready_at != s->ticks_hint)
         coro__timing_waited(s, c);
 }

@@ -210,12 +210,13 @@ void coro__timing_sleep(coro_sched *s)
 
 /* A resume of `c` starts and the window is full, or none is open
  * (coro__timing_open() in sched_impl.h): one clock reading ends the
- * window in progress and opens the next, with `c` its first resume. */
-void coro__timing_new_window(coro_sched *s, coro *c)
+ * window in progress and opens the next, with `c` its first resume.
+ * Returns the new window's room. */
+int coro__timing_new_window(coro_sched *s, coro *c)
 {
     uint64_t now = coro__ticks();
 
-    s->window_left++; /* from -1 back to 0: `c` is not the old window's */
+    s->window_left = 0; /* full (if open): `c` is not the old window's */
     window_close(s, now);
     if (s->window_size == 0)
         s->window_size = 1; /* the first window */
@@ -225,6 +226,7 @@ void coro__timing_new_window(coro_sched *s, coro *c)
     s->window_left = s->window_size - 1; /* `c` is its first */
     s->window_first = c;
     s->window_open = true;
+    return s->window_left;
 }
 
 /* `c`, about to be resumed, carries a stamp other than the window's

@@ -3033,6 +3033,33 @@ TEST(Stats, ClosedFlagAndReadingFromInsideThePump) {
   EXPECT_EQ(coro_sched_destroy(s), 0);
 }
 
+// Read from inside a coroutine, the resume count may leave out the
+// window in progress, at most 256 resumes (coro_sched_stats()): the loop
+// that resumes keeps the window's count to itself until it stops. Read
+// after the pump has returned, it is exact.
+TEST(Stats, ResumesReadInsideThePumpTrailByAtMostAWindow) {
+  constexpr uint64_t kYields = 1000;
+  constexpr uint64_t kWindowMax = 256;
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  coro_stats inside{};
+  int inside_rc = -1;
+  ASSERT_EQ(Go(s, [&] {
+              for (uint64_t i = 0; i < kYields; ++i) coro_yield();
+              inside_rc = coro_sched_stats(s, &inside);
+            }),
+            0);
+  EXPECT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(inside_rc, 0);
+  // The reading coroutine's last resume is the (kYields + 1)th.
+  EXPECT_LE(inside.resumes, kYields + 1);
+  EXPECT_GE(inside.resumes + kWindowMax, kYields + 1);
+  coro_stats st{};
+  ASSERT_EQ(coro_sched_stats(s, &st), 0);
+  EXPECT_EQ(st.resumes, kYields + 1);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
 // ===========================================================================
 // A random-operation test against a model
 // ===========================================================================
