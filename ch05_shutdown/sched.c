@@ -296,7 +296,7 @@ static void run_post(coro_sched *s, struct post *p)
  * `room` is the statistics window's count (window_left in struct
  * coro_sched), which the loop keeps in a local while it runs entries:
  * a register, where the count in the scheduler was a store to memory
- * per resume, and that store cost a scheduled yield about a tenth
+ * per resume, and that store cost a scheduled yield 3 to 15 percent
  * (notes/statistics.md has the figures). The loop reads window_left
  * when it starts and writes it back when it stops; a post, which ends
  * the window (coro__timing_pause()), gets it written back first.
