@@ -25,10 +25,15 @@ median is that of the usual layouts as long as fewer than half of a
 binary's processes draw an unusual one.
 
 The table gives, per binary, the median of its rounds and the fastest and
-slowest round; each --ratio A/B line gives median(A) / median(B) (times,
-so below 1 means A is faster). --rates adds a column of units per second
-(from the median), and each --rate-ratio A/B line gives A's rate / B's
-rate, i.e. median(B) / median(A). A ratio may carry a target, as in
+slowest round; each --ratio A/B line gives A's time over B's (so below 1
+means A is faster) as the median of the rounds' own ratios: round r of A
+over round r of B, the two run within the same sweep of the binaries, so
+that a slow minute of the machine divides out instead of landing in one
+binary's median and not the other's. (The ratio of the two medians is
+printed beside it; the two agree on a quiet machine.) --rates adds a
+column of units per second (from the median), and each --rate-ratio A/B
+line gives A's rate over B's, paired the same way: the median of round
+r of B over round r of A. A ratio may carry a target, as in
 --ratio 'wake/condvar<=1.5' or --rate-ratio 'post/queue>=2': its line then
 says whether the target is met (a report, never an exit status).
 When the binaries report different units (ns per switch, per coroutine,
@@ -41,6 +46,10 @@ is appended to it, in the harness's key=value format, for bench/summary.py
 and bench/plots.sh:
 
     result name=raw_asm unit=switch median=3.48 fastest=3.46 slowest=3.62
+
+and one line per --ratio or --rate-ratio, the paired figure first:
+
+    ratio name=raw_asm/boost paired=0.93 medians=0.95
 
 Standard library only.
 """
@@ -181,10 +190,31 @@ def rate(binary):
     return f"{per_second:.3g} {plural(binary.unit)}/s"
 
 
-def ratio_line(a, b, value, op, target, what=""):
-    """One ratio line, with its target if it has one."""
+def paired_ratio(a, b):
+    """The median over rounds of a's round r over b's round r (times).
+    run_interleaved() runs round r of every binary in one sweep, so each
+    pair shared the machine's state of that moment."""
+    return statistics.median(x / y for x, y in zip(a.per_unit, b.per_unit))
+
+
+def ratio_figures(binaries, text, rate=False):
+    """(name, paired, medians, op, target) of one --ratio (times, a/b)
+    or --rate-ratio (rates, so b/a) argument."""
+    a, b, op, target = parse_ratio(text)
+    if rate:
+        first, second = binaries[b], binaries[a]
+    else:
+        first, second = binaries[a], binaries[b]
+    return (f"{a}/{b}", paired_ratio(first, second),
+            first.median / second.median, op, target)
+
+
+def ratio_line(name, value, medians, op, target, what=""):
+    """One ratio line, with the medians' ratio and the target if any."""
+    a, b = name.split("/")
     if value >= 0.1:
         text = f"  {a} / {b}{what}: {value:.2f}x"
+        text += f" (medians: {medians:.2f}x)"
     else:  # far below 1: say how many times faster, too
         text = f"  {a} / {b}{what}: {value:.2g}x (1/{1 / value:.0f})"
     if op is not None:
@@ -230,26 +260,31 @@ def print_table(args, binaries):
                  for c, (cell, w) in enumerate(zip(row, widths))]
         print("  " + "  ".join(cells))
     for ratio in args.ratio:
-        a, b, op, target = parse_ratio(ratio)
-        value = by_name[a].median / by_name[b].median
-        print(ratio_line(a, b, value, op, target))
+        print(ratio_line(*ratio_figures(by_name, ratio)))
     for ratio in args.rate_ratio:
-        a, b, op, target = parse_ratio(ratio)
-        value = by_name[b].median / by_name[a].median
-        print(ratio_line(a, b, value, op, target, ", per second"))
+        print(ratio_line(*ratio_figures(by_name, ratio, rate=True),
+                         what=", per second"))
     modes = sorted({b.mode for b in binaries})
     if modes != ["opt"]:
         print(f"  note: built with -c {'/'.join(modes)}, so the library "
               "under test is not optimised; use -c opt for real figures")
 
 
-def append_results(path, binaries):
-    """One 'result' line per binary, appended to the file at `path`."""
+def append_results(path, args, binaries):
+    """One 'result' line per binary and one 'ratio' line per ratio,
+    appended to the file at `path`."""
+    by_name = {b.name: b for b in binaries}
+    ratios = ([ratio_figures(by_name, r) for r in args.ratio]
+              + [ratio_figures(by_name, r, rate=True)
+                 for r in args.rate_ratio])
     with open(path, "a", encoding="utf-8") as out:
         for b in binaries:
             out.write(f"result name={b.name} unit={b.unit} mode={b.mode} "
                       f"median={b.median:.3f} fastest={min(b.per_unit):.3f} "
                       f"slowest={max(b.per_unit):.3f}\n")
+        for name, paired, medians, _, _ in ratios:
+            out.write(f"ratio name={name} paired={paired:.4f} "
+                      f"medians={medians:.4f}\n")
 
 
 def main(argv):
@@ -264,7 +299,7 @@ def main(argv):
             print("\n".join(b.raw))
     print_table(args, binaries)
     if os.environ.get("BENCH_RESULTS"):
-        append_results(os.environ["BENCH_RESULTS"], binaries)
+        append_results(os.environ["BENCH_RESULTS"], args, binaries)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ figure, the same-run baseline, the ratio, met or not.
 
 DIR holds what bench/all.sh kept of each benchmark: NAME.log (its standard
 output) and, for the runners built on bench/interleave.py, NAME.results
-(one `result name=... median=...` line per binary). Rows whose benchmark
+(one `result name=... median=...` line per binary, and one `ratio
+name=A/B paired=...` line per ratio the runner computed). A ratio is the
+runner's paired one where there is one: the median of the rounds' own
+ratios (interleave.py says why). Rows whose benchmark
 did not run say so. The targets are written here, once, beside the row
 that measures them; a benchmark's own table also says met / NOT met for
 the targets it knows. Standard library only.
@@ -29,14 +32,15 @@ def read(directory, name, suffix):
 
 
 def results(directory, name):
-    """{binary name: {field: value}} from NAME.results, or None."""
+    """{binary name or "A/B": {field: value}} from NAME.results, or
+    None."""
     text = read(directory, name, "results")
     if text is None:
         return None
     out = {}
     for line in text.splitlines():
         kind, *fields = line.split()
-        if kind == "result":
+        if kind in ("result", "ratio"):
             row = dict(field.split("=", 1) for field in fields)
             out[row["name"]] = row
     return out
@@ -46,6 +50,22 @@ def median(res, name):
     if res is None or name not in res:
         return None
     return float(res[name]["median"])
+
+
+def ratio(res, a, b):
+    """a's time over b's: paired by round if the runner recorded it
+    ("A/B", or "B/A" for a rate ratio, which is b's time over a's: the
+    inverse), else the ratio of the medians; None if either is missing."""
+    if res is None:
+        return None
+    if f"{a}/{b}" in res:
+        return float(res[f"{a}/{b}"]["paired"])
+    if f"{b}/{a}" in res:
+        return 1 / float(res[f"{b}/{a}"]["paired"])
+    ours, base = median(res, a), median(res, b)
+    if ours is None or base is None:
+        return None
+    return ours / base
 
 
 def search(pattern, text, group=1, kind=float):
@@ -124,13 +144,15 @@ def info_row(what, ours, base, ratio, base_label):
                info=True)
 
 
-def ratio_row(what, ours, base, target, base_label):
+def ratio_row(what, ours, base, target, base_label, r=None):
     """The usual row: ours / base against a target "<= X"; `target` is X.
-    ours or base None: the benchmark did not run."""
+    `r`: the ratio, if the runner paired it by round (ratio()); else
+    ours / base. ours or base None: the benchmark did not run."""
     label = f"<= {target:g}x"
     if ours is None or base is None:
         return Row(what, target=label)
-    r = ours / base
+    if r is None:
+        r = ours / base
     return Row(what, ns(ours), ns(base), times(r), label, r <= target,
                base_label)
 
@@ -145,9 +167,9 @@ def switch_rows(d):
     rows = [
         ratio_row("coro_resume + coro_yield (ch01 asm) vs "
                   "boost::context::fiber", api, fiber, 1.0,
-                  "fiber::resume ping-pong"),
+                  "fiber::resume ping-pong", ratio(res, "asm", "boost_fiber")),
         ratio_row("raw switch (ch01 asm) vs Boost.Context", raw, boost, 1.0,
-                  "Boost jump_fcontext"),
+                  "Boost jump_fcontext", ratio(res, "raw_asm", "boost")),
     ]
     # Information only: the ucontext back-end's switch is glibc's
     # swapcontext, whose cost is its rt_sigprocmask system call, not this
@@ -156,7 +178,8 @@ def switch_rows(d):
     what = "raw switch vs our ucontext back-end"
     if raw and ucontext:
         rows.append(info_row(what, ns(raw), ns(ucontext),
-                             f"{ucontext / raw:.1f}x faster",
+                             f"{ratio(res, 'raw_ucontext', 'raw_asm'):.1f}x "
+                             "faster",
                              "ucontext switch"))
     else:
         rows.append(Row(what, info=True))
@@ -176,13 +199,16 @@ def sched_rows(d):
     what = "scheduled yield (ch02) vs raw switch"
     if raw and yield1:
         rows.append(info_row(what, ns(yield1), ns(raw),
-                             times(yield1 / raw), "raw switch"))
+                             times(ratio(res, "yield1", "raw_asm")),
+                             "raw switch"))
     else:
         rows.append(Row(what, info=True))
     rows.append(ratio_row("scheduled yield, ch05 vs ch02", yield_ch05,
-                          yield1, 1.1, "ch02 scheduled yield"))
+                          yield1, 1.1, "ch02 scheduled yield",
+                          ratio(res, "yield1_ch05", "yield1")))
     rows.append(ratio_row("scheduled yield vs Boost.Fiber yield", yield1,
-                          fiber_yield, 0.25, "this_fiber::yield"))
+                          fiber_yield, 0.25, "this_fiber::yield",
+                          ratio(res, "yield1", "fiber_yield")))
     # go + run + finish, cache warm (its old absolute target, "<= 40 ns",
     # gave way to the ratio against Boost.Fiber; the ns are in both rows).
     if go1 and pthread:
@@ -194,7 +220,8 @@ def sched_rows(d):
         rows.append(Row("go + run + finish vs pthread_create+join",
                         target=">= 100x faster"))
     rows.append(ratio_row("go + run + finish vs Boost.Fiber create + join",
-                          go1, fiber_create, 0.25, "fiber(fn) + join"))
+                          go1, fiber_create, 0.25, "fiber(fn) + join",
+                          ratio(res, "go1", "fiber_create")))
     return rows
 
 
@@ -208,7 +235,9 @@ def sleepers_rows(d):
         what = f"sleepers ({n:,}): CPU per sleeper vs Boost.Fiber"
         if target is not None:
             rows.append(ratio_row(what, ours, fiber, target,
-                                  "this_fiber::sleep_for"))
+                                  "this_fiber::sleep_for",
+                                  ratio(res, f"coro_{size}",
+                                        f"fiber_{size}")))
         elif ours and fiber:
             rows.append(info_row(what, ns(ours), ns(fiber),
                                  times(ours / fiber),
@@ -241,7 +270,7 @@ def threads_rows(d):
     wake, condvar = median(res, "wake"), median(res, "condvar")
     rows = []
     if post and queue:
-        r = queue / post  # throughput ratio: ours / baseline
+        r = 1 / ratio(res, "post", "queue")  # throughput: ours / baseline
         rows.append(Row("cross-thread posts, 1 producer -> 1 pump",
                         per_second(post), per_second(queue),
                         f"{r:.2f}x throughput", ">= 2x throughput", r >= 2,
@@ -250,7 +279,8 @@ def threads_rows(d):
         rows.append(Row("cross-thread posts, 1 producer -> 1 pump",
                         target=">= 2x throughput"))
     rows.append(ratio_row("cross-thread wake, ns per wake", wake, condvar,
-                          1.0, "condvar ping-pong"))
+                          1.0, "condvar ping-pong",
+                          ratio(res, "wake", "condvar")))
     return rows
 
 
