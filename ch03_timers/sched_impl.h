@@ -68,7 +68,9 @@ struct coro_sched {
     struct ready_level *spare_levels;
     size_t levels_owned;        /* in use + spare */
     struct level_block *level_blocks; /* the memory of all of them */
-    size_t ready_count;         /* entries in the ready queue */
+    size_t ready_count;         /* entries in the ready queue, and the one
+                                 * the pump has taken and runs (ready.c,
+                                 * coro__ready_take()) */
     coro_timers timers;         /* waiting coroutines with a deadline */
 
     size_t alive;               /* coroutines created, not yet finished */
@@ -108,6 +110,13 @@ void coro__ready_push(coro_sched *s, coro_ready *entry, int priority);
 
 /* Take the front entry, or NULL if nothing is ready. */
 coro_ready *coro__ready_pop(coro_sched *s);
+
+/* The pump's pop and push (sched.c): take the front entry, or NULL, and
+ * leave it in ready_count while it runs; queue a coroutine that yielded
+ * back at its priority, not counted again (c->queued: in the queue). The
+ * pump lowers ready_count itself for an entry that does not come back. */
+coro_ready *coro__ready_take(coro_sched *s);
+void coro__ready_put_back(coro_sched *s, coro *c);
 
 /* Queue the coroutine `c` at its priority (c->queued: in the queue). */
 void coro__queue_coroutine(coro_sched *s, coro *c);

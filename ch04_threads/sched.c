@@ -186,19 +186,22 @@ no_memory:
 /* ── The pump ─────────────────────────────────────────────────────────── */
 
 /* Resume one coroutine; afterwards, requeue it, leave it waiting, or
- * retire it. */
+ * retire it. Its entry is still in ready_count (coro__ready_take()): a
+ * coroutine that yielded goes back as it is, one that waits or ended
+ * leaves the count. */
 static inline __attribute__((always_inline)) void
 run_coroutine(coro_sched *s, coro *c)
 {
     c->queued = false;
     coro__resume(c);
     if (c->state != CORO_DONE) {
-        if (c->waiting == CORO_WAIT_NONE) {
-            /* it yielded: behind everything ready */
-            coro__queue_coroutine(s, c);
-        }
+        if (c->waiting == CORO_WAIT_NONE)
+            coro__ready_put_back(s, c); /* it yielded: behind the others */
+        else
+            s->ready_count--; /* it waits: what wakes it queues it */
         return;
     }
+    s->ready_count--;
     coro__alive_add(s, -1);
     /* release: a wake from another thread that sees `finished` sees the
      * coroutine's last writes too. */
@@ -246,14 +249,16 @@ static void run_post(coro_sched *s, struct post *p)
  */
 static inline __attribute__((always_inline)) bool run_one(coro_sched *s)
 {
-    coro_ready *entry = coro__ready_pop(s);
+    coro_ready *entry = coro__ready_take(s);
 
     if (entry == NULL)
         return false;
-    if (entry->coroutine != NULL)
+    if (entry->coroutine != NULL) {
         run_coroutine(s, entry->coroutine);
-    else
+    } else {
+        s->ready_count--; /* a post leaves the queue for good */
         run_post(s, (struct post *)entry);
+    }
     return true;
 }
 

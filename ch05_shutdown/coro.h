@@ -1246,7 +1246,10 @@ size_t coro_pool_shutdown(coro_pool *p, uint64_t grace_ns);
  */
 typedef struct coro_stats {
     size_t alive;             /**< coroutines alive (coro_sched_alive()) */
-    size_t ready;             /**< entries in the ready queue now */
+    size_t ready;             /**< coroutines and posts ready to run:
+                                   the ready queue's entries, and the
+                                   coroutine of `s` running now, if one
+                                   is (coro_sched_stats()) */
     size_t posts_pending;     /**< accepted posts not yet run */
     size_t posts_rejected;    /**< posts refused with `EAGAIN`, ever */
     size_t timers_pending;    /**< coroutines waiting with a deadline */
@@ -1277,7 +1280,11 @@ typedef struct coro_stats {
  * `resumes` and `longest_resume_ns` up to date as each window ends, and
  * when its loop stops. Read from inside a coroutine of `s` (while the pump
  * runs), they may leave out the window in progress: at most 256 resumes.
- * Read outside the pump, every figure is complete.
+ * Read outside the pump, every figure is complete. `ready` counts a
+ * coroutine while it runs, as the length of a run queue counts the task
+ * that runs (Linux's does): read from inside a coroutine of `s`, it counts
+ * the reader (the pump takes it out of the count only if it waits or
+ * ends; a yield puts it back in the queue).
  *
  * @param s   the scheduler.
  * @param out where to write.

@@ -223,8 +223,10 @@ int coro__post_always(coro_sched *s, coro_post_fn fn, void *arg)
 /* ── The pump ─────────────────────────────────────────────────────────── */
 
 /* Resume one coroutine; afterwards, requeue it, leave it waiting, or
- * retire it. `room`: the statistics window's count, which the loop that
- * resumes keeps (run_one() says why). */
+ * retire it. Its entry is still in ready_count (coro__ready_take()): a
+ * coroutine that yielded goes back as it is, one that waits or ended
+ * leaves the count. `room`: the statistics window's count, which the loop
+ * that resumes keeps (run_one() says why). */
 static inline __attribute__((always_inline)) void
 run_coroutine(coro_sched *s, coro *c, int *room)
 {
@@ -236,11 +238,13 @@ run_coroutine(coro_sched *s, coro *c, int *room)
             /* It yielded: behind everything ready. Its ready time is the
              * reading its resume started at, which it carries already
              * (coro__timing_open() says why no stamp is needed). */
-            c->queued = true;
-            coro__ready_push(s, &c->ready, c->priority);
+            coro__ready_put_back(s, c);
+        } else {
+            s->ready_count--; /* it waits: what wakes it queues it */
         }
         return;
     }
+    s->ready_count--;
     if (s->window_first == c)
         s->window_first = NULL; /* it may be freed below */
     coro__alive_add(s, -1);
@@ -304,13 +308,14 @@ static void run_post(coro_sched *s, struct post *p)
 static inline __attribute__((always_inline)) bool run_one(coro_sched *s,
                                                           int *room)
 {
-    coro_ready *entry = coro__ready_pop(s);
+    coro_ready *entry = coro__ready_take(s);
 
     if (entry == NULL)
         return false;
     if (entry->coroutine != NULL) {
         run_coroutine(s, entry->coroutine, room);
     } else {
+        s->ready_count--; /* a post leaves the queue for good */
         s->window_left = *room;
         run_post(s, (struct post *)entry);
         *room = s->window_left; /* 0: the post ended the window */

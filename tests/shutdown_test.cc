@@ -3033,6 +3033,34 @@ TEST(Stats, ClosedFlagAndReadingFromInsideThePump) {
   EXPECT_EQ(coro_sched_destroy(s), 0);
 }
 
+// `ready` counts the coroutine that reads it, as a run queue's length
+// counts the task that runs: read from inside one of three queued
+// coroutines, 3 (the reader and the two behind it); after the reader has
+// parked, 2; after the pump, 0.
+TEST(Stats, ReadyCountsTheRunningCoroutine) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  coro* reader = nullptr;
+  coro_stats first{}, after_park{};
+  ASSERT_EQ(Go(s, [&] {
+              reader = coro_self();
+              EXPECT_EQ(coro_sched_stats(s, &first), 0);
+              EXPECT_EQ(coro_park(), 0);
+            }),
+            0);
+  ASSERT_EQ(Go(s, [&] { EXPECT_EQ(coro_sched_stats(s, &after_park), 0); }),
+            0);
+  ASSERT_EQ(Go(s, [&] { EXPECT_EQ(coro_wake(reader), 0); }), 0);
+  EXPECT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(first.ready, 3u);
+  EXPECT_EQ(after_park.ready, 2u);  // the reader waits: out of the count
+  coro_stats st{};
+  ASSERT_EQ(coro_sched_stats(s, &st), 0);
+  EXPECT_EQ(st.ready, 0u);
+  EXPECT_EQ(st.alive, 0u);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
 // Read from inside a coroutine, the resume count may leave out the
 // window in progress, at most 256 resumes (coro_sched_stats()): the loop
 // that resumes keeps the window's count to itself until it stops. Read

@@ -1612,6 +1612,38 @@ TEST_F(Poll, RunsAYieldingCoroutineOncePerCall) {
   EXPECT_EQ(coro_sched_alive(s_), 0u);
 }
 
+// The count poll reads (what was ready when it looked) stays exact after
+// entries that did not come back: coroutines that waited, coroutines that
+// ended, posts. Then a yielding coroutine still runs once per call; a count
+// that kept any of them would let it run again within the call.
+TEST_F(Poll, WhatWasReadyStaysExactAfterWaitsEndsAndPosts) {
+  constexpr int kParkers = 3;
+  std::vector<coro*> parkers;
+  for (int i = 0; i < kParkers; ++i)
+    parkers.push_back(Spawn([] { EXPECT_EQ(coro_park(), 0); }));
+  Go([&] {
+    for (coro* c : parkers) EXPECT_EQ(coro_wake(c), 0);
+  });
+  Post([] {});
+  Post([] {});
+  EXPECT_EQ(coro_sched_poll_for(s_, 0), 3u + 1u + 2u);  // parks, waker, posts
+  EXPECT_EQ(coro_sched_poll_for(s_, 0), 3u);  // the parkers end
+  EXPECT_EQ(coro_sched_alive(s_), 0u);
+  int turns = 0;
+  Go([&] {
+    for (int i = 0; i < 3; ++i) {
+      ++turns;
+      EXPECT_EQ(coro_yield(), 0);
+    }
+  });
+  for (int call = 1; call <= 3; ++call) {
+    EXPECT_EQ(coro_sched_poll_for(s_, 0), 1u) << "call " << call;
+    EXPECT_EQ(turns, call);
+  }
+  EXPECT_EQ(coro_sched_poll_for(s_, 0), 1u);  // it returns
+  EXPECT_EQ(coro_sched_alive(s_), 0u);
+}
+
 // What becomes ready during a call (a wake, a post) waits for the next call.
 TEST_F(Poll, WhatBecomesReadyDuringACallWaitsForTheNext) {
   std::vector<std::string> log;
