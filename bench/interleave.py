@@ -49,7 +49,8 @@ and bench/plots.sh:
 
 and one line per --ratio or --rate-ratio, the paired figure first:
 
-    ratio name=raw_asm/boost paired=0.93 medians=0.95
+    ratio name=raw_asm/boost of=times paired=0.93 medians=0.95
+    ratio name=post/queue of=rates paired=2.71 medians=2.74
 
 Standard library only.
 """
@@ -198,8 +199,9 @@ def paired_ratio(a, b):
 
 
 def ratio_figures(binaries, text, rate=False):
-    """(name, paired, medians, op, target) of one --ratio (times, a/b)
-    or --rate-ratio (rates, so b/a) argument."""
+    """(name, paired, medians, op, target) of one --ratio (times: a's
+    over b's) or --rate-ratio (rates: a's over b's, so b's time over a's)
+    argument."""
     a, b, op, target = parse_ratio(text)
     if rate:
         first, second = binaries[b], binaries[a]
@@ -274,16 +276,16 @@ def append_results(path, args, binaries):
     """One 'result' line per binary and one 'ratio' line per ratio,
     appended to the file at `path`."""
     by_name = {b.name: b for b in binaries}
-    ratios = ([ratio_figures(by_name, r) for r in args.ratio]
-              + [ratio_figures(by_name, r, rate=True)
+    ratios = ([("times",) + ratio_figures(by_name, r) for r in args.ratio]
+              + [("rates",) + ratio_figures(by_name, r, rate=True)
                  for r in args.rate_ratio])
     with open(path, "a", encoding="utf-8") as out:
         for b in binaries:
             out.write(f"result name={b.name} unit={b.unit} mode={b.mode} "
                       f"median={b.median:.3f} fastest={min(b.per_unit):.3f} "
                       f"slowest={max(b.per_unit):.3f}\n")
-        for name, paired, medians, _, _ in ratios:
-            out.write(f"ratio name={name} paired={paired:.4f} "
+        for of, name, paired, medians, _, _ in ratios:
+            out.write(f"ratio name={name} of={of} paired={paired:.4f} "
                       f"medians={medians:.4f}\n")
 
 

@@ -53,15 +53,18 @@ def median(res, name):
 
 
 def ratio(res, a, b):
-    """a's time over b's: paired by round if the runner recorded it
-    ("A/B", or "B/A" for a rate ratio, which is b's time over a's: the
-    inverse), else the ratio of the medians; None if either is missing."""
+    """a's time over b's: paired by round if the runner recorded the
+    ratio ("a/b" or "b/a", of times or of rates: a ratio of rates is the
+    inverse of the times'), else the ratio of the medians; None if either
+    is missing."""
     if res is None:
         return None
-    if f"{a}/{b}" in res:
-        return float(res[f"{a}/{b}"]["paired"])
-    if f"{b}/{a}" in res:
-        return 1 / float(res[f"{b}/{a}"]["paired"])
+    for name, inverse in ((f"{a}/{b}", False), (f"{b}/{a}", True)):
+        if name in res:
+            paired = float(res[name]["paired"])
+            if res[name].get("of") == "rates":
+                inverse = not inverse
+            return 1 / paired if inverse else paired
     ours, base = median(res, a), median(res, b)
     if ours is None or base is None:
         return None
