@@ -149,7 +149,7 @@ coro_ready *coro__ready_pop(coro_sched *s)
  * again, so that a yield, the pump's most common case, writes no count.
  * (Counted by push and pop, a yield was two read-modify-writes of
  * ready_count, about 4 percent of a scheduled yield: Chapter 3 against
- * Chapter 2, 120 interleaved rounds on an Intel Xeon, 1.09 -> 1.05.) The
+ * Chapter 2, 120 interleaved rounds on an Intel Xeon, 1.09 -> 1.06.) The
  * pump gives the count back when the entry does not come back: a post, a
  * coroutine that waits or ends.
  */
