@@ -170,7 +170,8 @@ def switch_rows(d):
     rows = [
         ratio_row("coro_resume + coro_yield (ch01 asm) vs "
                   "boost::context::fiber", api, fiber, 1.0,
-                  "fiber::resume ping-pong", ratio(res, "asm", "boost_fiber")),
+                  "fiber::resume ping-pong",
+                  ratio(res, "asm", "boost_fiber")),
         ratio_row("raw switch (ch01 asm) vs Boost.Context", raw, boost, 1.0,
                   "Boost jump_fcontext", ratio(res, "raw_asm", "boost")),
     ]
