@@ -172,10 +172,11 @@ static int switch_to(struct coro_thread *t, coro *from, coro *to, int value)
 
 /* The running coroutine `self` stops (SUSPENDED or DONE) and control goes
  * back to whoever resumed it, which becomes RUNNING again and whose
- * coro_resume() returns 0. Returns, once `self` is resumed again, what its
+ * coro_resume() (or the pump's coro__resume()) returns `left`: how `self`
+ * left (coro_left). Returns, once `self` is resumed again, what its
  * resumer passed: the result of its coro_yield(). */
 static int return_to_resumer(struct coro_thread *t, coro *self,
-                             coro_state new_state)
+                             coro_state new_state, coro_left left)
 {
     coro *back = self->resumer;
 
@@ -186,7 +187,7 @@ static int return_to_resumer(struct coro_thread *t, coro *self,
     t->current = back;
     if (back)
         back->state = CORO_RUNNING;
-    return switch_to(t, self, back, 0);
+    return switch_to(t, self, back, (int)left);
 }
 
 /* The first code to run on a new coroutine's stack (see context.h). */
@@ -198,7 +199,9 @@ static void coroutine_main(void *arg)
     tools_after_switch(t, self);
     self->started = true; /* here, once, not at every resume */
     self->result = self->fn(self->arg);
-    return_to_resumer(t, self, CORO_DONE);
+    /* The pump learns it finished; coro_resume() returns 0 as ever. */
+    return_to_resumer(t, self, CORO_DONE,
+                      self->sched ? CORO_LEFT_FINISHED : CORO_LEFT_YIELDED);
     abort(); /* a DONE coroutine is never switched back to */
 }
 
@@ -232,9 +235,9 @@ int coro__resume(coro *c)
     c->resumer = caller;
     c->state = CORO_RUNNING;
     t->current = c;
-    /* c's coro_yield() returns 0. Back here when c yielded or returned:
-     * return_to_resumer() has made the caller current and RUNNING again,
-     * and passed the 0 we return. */
+    /* c's coro_yield() returns 0. Back here when c yielded, waits or
+     * returned: return_to_resumer() has made the caller current and
+     * RUNNING again, and passed how c left, which we return. */
     return switch_to(t, caller, c, 0);
 }
 
@@ -289,7 +292,16 @@ int coro_yield(void)
 
     if (t->current == NULL)
         return EPERM;
-    return return_to_resumer(t, t->current, CORO_SUSPENDED); /* 0 */
+    return return_to_resumer(t, t->current, CORO_SUSPENDED,
+                             CORO_LEFT_YIELDED); /* 0 */
+}
+
+int coro__yield_to_wait(void)
+{
+    struct coro_thread *t = &this_thread;
+
+    return return_to_resumer(t, t->current, CORO_SUSPENDED,
+                             CORO_LEFT_TO_WAIT);
 }
 
 coro *coro_self(void)

@@ -141,20 +141,29 @@ static void sleep_until(uint64_t deadline)
 /* Resume one coroutine; afterwards, requeue it, leave it waiting, or
  * retire it. Its entry is still in ready_count (coro__ready_take()): a
  * coroutine that yielded goes back as it is, one that waits or ended
- * leaves the count. */
+ * leaves the count.
+ *
+ * How it left comes back from the resume itself (coro_left in
+ * coro_impl.h): one test of a register, where asking the coroutine was two
+ * loads and two tests (its state, then its `waiting`). The yield, the
+ * pump's most common case, is the first branch and is marked as expected,
+ * so that the compiler lays it out straight on: otherwise it jumped away
+ * to the requeue and back (a scheduled yield, paired rounds on an Intel
+ * Xeon: about 3 percent for each of the two changes). */
 static inline __attribute__((always_inline)) void
 run_coroutine(coro_sched *s, coro *c)
 {
+    coro_left left;
+
     c->queued = false;
-    coro__resume(c);
-    if (c->state != CORO_DONE) {
-        if (c->waiting == CORO_WAIT_NONE)
-            coro__ready_put_back(s, c); /* it yielded: behind the others */
-        else
-            s->ready_count--; /* it waits: what wakes it queues it */
+    left = coro__resume(c);
+    if (__builtin_expect(left == CORO_LEFT_YIELDED, 1)) {
+        coro__ready_put_back(s, c); /* behind the others */
         return;
     }
     s->ready_count--;
+    if (left == CORO_LEFT_TO_WAIT)
+        return; /* what wakes it queues it */
     s->alive--;
     if (c->detached)
         coro__shell_put(s, c);

@@ -34,7 +34,7 @@ int coro__wait(coro *self, coro_wait why, uint64_t deadline)
     self->deadline = deadline;
     if (deadline != CORO_FOREVER)
         coro__timers_add(&self->sched->timers, self, deadline);
-    coro_yield(); /* to the pump, which does not requeue a waiting one */
+    coro__yield_to_wait(); /* the pump does not requeue it */
     return self->wait_result;
 }
 

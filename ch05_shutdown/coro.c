@@ -178,10 +178,11 @@ static int switch_to(struct coro_thread *t, coro *from, coro *to, int value)
 
 /* The running coroutine `self` stops (SUSPENDED or DONE) and control goes
  * back to whoever resumed it, which becomes RUNNING again and whose
- * coro_resume() returns 0. Returns, once `self` is resumed again, what its
+ * coro_resume() (or the pump's coro__resume()) returns `left`: how `self`
+ * left (coro_left). Returns, once `self` is resumed again, what its
  * resumer passed: the result of its coro_yield(). */
 static int return_to_resumer(struct coro_thread *t, coro *self,
-                             coro_state new_state)
+                             coro_state new_state, coro_left left)
 {
     coro *back = self->resumer;
 
@@ -192,7 +193,7 @@ static int return_to_resumer(struct coro_thread *t, coro *self,
     t->current = back;
     if (back)
         back->state = CORO_RUNNING;
-    return switch_to(t, self, back, 0);
+    return switch_to(t, self, back, (int)left);
 }
 
 /* The first code to run on a new coroutine's stack (see context.h). */
@@ -209,7 +210,9 @@ static void coroutine_main(void *arg)
      * own earlier cancel, if any, is visible in what we read back). */
     atomic_fetch_or_explicit(&self->cancel_word, CORO_CANCEL_FINISHED,
                              memory_order_acq_rel);
-    return_to_resumer(t, self, CORO_DONE);
+    /* The pump learns it finished; coro_resume() returns 0 as ever. */
+    return_to_resumer(t, self, CORO_DONE,
+                      self->sched ? CORO_LEFT_FINISHED : CORO_LEFT_YIELDED);
     abort(); /* a DONE coroutine is never switched back to */
 }
 
@@ -247,8 +250,9 @@ int coro__resume(coro *c)
     t->current = c;
     /* c's coro_yield() returns this: a cancelled coroutine still yielded
      * (the others ran), then it is told, so that a loop of yields notices.
-     * Back here when c yielded or returned: return_to_resumer() has made
-     * the caller current and RUNNING again, and passed the 0 we return. */
+     * Back here when c yielded, waits or returned: return_to_resumer() has
+     * made the caller current and RUNNING again, and passed how c left,
+     * which we return. */
     return switch_to(t, caller, c, coro__is_canceled(c) ? ECANCELED : 0);
 }
 
@@ -305,7 +309,15 @@ int coro_yield(void)
     if (self == NULL)
         return EPERM;
     /* 0, or ECANCELED once cancelled: the resumer says (coro__resume()) */
-    return return_to_resumer(t, self, CORO_SUSPENDED);
+    return return_to_resumer(t, self, CORO_SUSPENDED, CORO_LEFT_YIELDED);
+}
+
+int coro__yield_to_wait(void)
+{
+    struct coro_thread *t = &this_thread;
+
+    return return_to_resumer(t, t->current, CORO_SUSPENDED,
+                             CORO_LEFT_TO_WAIT);
 }
 
 coro *coro_self(void)

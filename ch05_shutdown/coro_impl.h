@@ -125,6 +125,17 @@ typedef enum {
 /* A deadline that never comes. */
 #define CORO_FOREVER UINT64_MAX
 
+/* How a coroutine of a scheduler left its resume: the value its switch
+ * back to the pump carries, which coro__resume() returns. The pump reads
+ * it from a register instead of asking the coroutine's state and then its
+ * `waiting` (sched.c, run_coroutine()). A coroutine of coro_create() always
+ * leaves with 0, which is what coro_resume() returns. */
+typedef enum {
+    CORO_LEFT_YIELDED = 0, /* coro_yield(): ready again at once */
+    CORO_LEFT_TO_WAIT,     /* coro__wait(): what wakes it queues it */
+    CORO_LEFT_FINISHED     /* its function returned */
+} coro_left;
+
 struct coro {
     coro_context ctx;   /* saved registers while not running */
     coro_fn fn;
@@ -250,9 +261,15 @@ void coro__prepare(coro *c, coro_fn fn, void *arg, bool reused);
 void coro__stack_created(coro *c);
 void coro__stack_destroyed(coro *c);
 
-/* Resume `c` with no checks: the pump's coro_resume(). Returns 0, when
- * `c` has yielded or returned. */
+/* Resume `c` with no checks: the pump's coro_resume(). Returns when `c`
+ * has yielded, waits or returned, with how it left (coro_left; always 0
+ * for a coroutine of coro_create()). */
 int coro__resume(coro *c);
+
+/* The running coroutine, about to wait (coro__wait()), goes back to the
+ * pump as coro_yield() would, but leaves with CORO_LEFT_TO_WAIT. Returns
+ * what its resumer passes, as coro_yield() does. */
+int coro__yield_to_wait(void);
 
 /* Run `c`'s cleanups, newest first, and empty the list. */
 void coro__run_cleanups(coro *c);

@@ -225,26 +225,36 @@ int coro__post_always(coro_sched *s, coro_post_fn fn, void *arg)
 /* Resume one coroutine; afterwards, requeue it, leave it waiting, or
  * retire it. Its entry is still in ready_count (coro__ready_take()): a
  * coroutine that yielded goes back as it is, one that waits or ended
- * leaves the count. `room`: the statistics window's count, which the loop
- * that resumes keeps (run_one() says why). */
+ * leaves the count.
+ *
+ * How it left comes back from the resume itself (coro_left in
+ * coro_impl.h): one test of a register, where asking the coroutine was two
+ * loads and two tests (its state, then its `waiting`). The yield, the
+ * pump's most common case, is the first branch and is marked as expected,
+ * so that the compiler lays it out straight on: otherwise it jumped away
+ * to the requeue and back (a scheduled yield, paired rounds on an Intel
+ * Xeon: about 3 percent for each of the two changes).
+ *
+ * `room`: the statistics window's count, which the loop that resumes
+ * keeps (run_one() says why). */
 static inline __attribute__((always_inline)) void
 run_coroutine(coro_sched *s, coro *c, int *room)
 {
+    coro_left left;
+
     c->queued = false;
     coro__timing_open(s, c, room);
-    coro__resume(c);
-    if (c->state != CORO_DONE) {
-        if (c->waiting == CORO_WAIT_NONE) {
-            /* It yielded: behind everything ready. Its ready time is the
-             * reading its resume started at, which it carries already
-             * (coro__timing_open() says why no stamp is needed). */
-            coro__ready_put_back(s, c);
-        } else {
-            s->ready_count--; /* it waits: what wakes it queues it */
-        }
+    left = coro__resume(c);
+    if (__builtin_expect(left == CORO_LEFT_YIELDED, 1)) {
+        /* Behind everything ready. Its ready time is the reading its
+         * resume started at, which it carries already
+         * (coro__timing_open() says why no stamp is needed). */
+        coro__ready_put_back(s, c);
         return;
     }
     s->ready_count--;
+    if (left == CORO_LEFT_TO_WAIT)
+        return; /* what wakes it queues it */
     if (s->window_first == c)
         s->window_first = NULL; /* it may be freed below */
     coro__alive_add(s, -1);
