@@ -270,7 +270,10 @@ coro *coro_create(coro_fn fn, void *arg, size_t stack_size)
     return c;
 }
 
-int coro_resume(coro *c)
+/* Why coro_resume(c) refuses `c`: the error it returns. Out of line and
+ * marked cold, so that the good resume runs straight through its tests
+ * (coro_resume() says why). */
+static __attribute__((noinline, cold)) int resume_refused(const coro *c)
 {
     if (c == NULL)
         return EINVAL;
@@ -280,9 +283,22 @@ int coro_resume(coro *c)
         return EINVAL;
     if (c->sched != NULL)
         return EPERM; /* its scheduler's pump resumes it */
-    if (c->state != CORO_SUSPENDED)
-        return EBUSY; /* RUNNING or NORMAL: its stack is in use */
+    return EBUSY;     /* RUNNING or NORMAL: its stack is in use */
+}
 
+/*
+ * The tests a good resume passes are one condition, expected false: the
+ * compiler lays the good path out as one straight run of instructions and
+ * puts the rest in resume_refused(), which sorts out the error. Written
+ * as a test and a return per error, the good path jumped over each
+ * error's `return` (a coro_resume() + coro_yield() round trip, paired
+ * rounds on an Intel Xeon: about 5 percent slower).
+ */
+int coro_resume(coro *c)
+{
+    if (__builtin_expect(c == NULL || c->owner != thread_self() ||
+                         c->sched != NULL || c->state != CORO_SUSPENDED, 0))
+        return resume_refused(c);
     return coro__resume(c); /* 0 */
 }
 
