@@ -1902,7 +1902,7 @@ TEST(DenseStacks, ASuspendedCoroutineLeavesTheBottomOfItsStackUntouched) {
   FrameAt at[kCrowd];
   for (auto& one : at) ASSERT_EQ(coro_go(s, NoteFrameThenYieldOnce, &one), 0);
   for (int i = 0; i < kCrowd; ++i) ASSERT_TRUE(coro_sched_step(s));
-  // All of them are suspended now, each checked its canary on the way out.
+  // All of them are suspended now; the pump checked each one's canary.
   for (int i = 0; i < kCrowd; ++i) {
     ASSERT_NE(at[i].frame, 0u);
     // The slot ends at the first page boundary above the frame; the
@@ -1989,9 +1989,9 @@ TEST_F(DenseStacksDeathTest, AStackFinishedWithNoMemoryLeftIsStillReused) {
 //
 // Dense stacks have no guard page: an overflow runs into the stack below,
 // which belongs to another coroutine of the same region and is writable.
-// The canary just below every dense stack is checked when the coroutine
-// switches out (yields or returns); a damaged one aborts with the "stack
-// overflow" message. Two coroutines are queued so that the one that
+// The canary just below every dense stack is checked by the pump each time
+// the coroutine comes back (it yielded or returned); a damaged one aborts
+// with the "stack overflow" message. Two coroutines are queued so that the one that
 // overflows has a neighbour below it in the region (the first carved stack
 // is at the region's low end): its overflow lands in mapped memory.
 
@@ -2009,7 +2009,7 @@ NOINLINE int OverrunTheStack(unsigned char fill) {
 volatile int g_sink;
 
 // What the overflowing coroutine does: write with which byte, then yield
-// or return (either switch out checks the canary).
+// or return (the pump checks the canary after either).
 struct Overflow {
   unsigned char fill;
   bool yield;
