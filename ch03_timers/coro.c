@@ -197,9 +197,10 @@ static void coroutine_main(void *arg)
     tools_after_switch(t, self);
     self->started = true; /* here, once, not at every resume */
     self->result = self->fn(self->arg);
-    /* The pump learns it finished; coro_resume() returns 0 as ever. */
+    /* The pump learns it finished; to coro_resume(), which resumes only
+     * coroutines of coro_create(), it leaves with 0 as ever. */
     return_to_resumer(t, self, CORO_DONE,
-                      self->sched ? CORO_LEFT_FINISHED : CORO_LEFT_YIELDED);
+                      self->sched ? CORO_LEFT_FINISHED : 0);
     abort(); /* a DONE coroutine is never switched back to */
 }
 

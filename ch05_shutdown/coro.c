@@ -208,9 +208,10 @@ static void coroutine_main(void *arg)
      * own earlier cancel, if any, is visible in what we read back). */
     atomic_fetch_or_explicit(&self->cancel_word, CORO_CANCEL_FINISHED,
                              memory_order_acq_rel);
-    /* The pump learns it finished; coro_resume() returns 0 as ever. */
+    /* The pump learns it finished; to coro_resume(), which resumes only
+     * coroutines of coro_create(), it leaves with 0 as ever. */
     return_to_resumer(t, self, CORO_DONE,
-                      self->sched ? CORO_LEFT_FINISHED : CORO_LEFT_YIELDED);
+                      self->sched ? CORO_LEFT_FINISHED : 0);
     abort(); /* a DONE coroutine is never switched back to */
 }
 
