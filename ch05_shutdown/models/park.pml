@@ -49,9 +49,10 @@
 #define PARK_WORD 0
 #define ASKED 1
 #define SERVED 2
-#define NWORDS 3
+#define READIED 3  /* the wake's delivery: the inbox and the ready queue */
+#define NWORDS 4
 
-#include "tso.pml"
+#include "memory.pml"
 
 #ifndef ROUNDS
 #define ROUNDS 2
@@ -61,24 +62,41 @@
 #define PERMIT 1
 #define PARKED 2
 
-byte readied;      /* the coroutine is in the ready queue (or inbox) */
 bool timer_armed;  /* it is parked with a deadline */
+
+/* The wake's delivery travels through the inbox: a push (a seq_cst CAS,
+ * which releases) and the pump's take (an acquire exchange), so the owner
+ * sees what the waker did before the wake (inbox.pml proves the inbox). */
+#define DELIVER() mm_rmw(WAKER, READIED, old, old + 1, MM_SC)
+#define RECEIVE() mm_await_rmw(OWNER, READIED, mem[READIED] > 0, old, old - 1, MM_ACQ)
+
+/* The orders of park.c; the mutants weaken one each. */
+#ifdef MUTANT_WEAK_TAKE
+#define TAKE_ORDER MM_RLX /* the park's exchange that takes a permit */
+#else
+#define TAKE_ORDER MM_ACQ
+#endif
+#ifdef MUTANT_WEAK_WAKE
+#define WAKE_ORDER MM_ACQ /* the wake's CAS without its release */
+#else
+#define WAKE_ORDER MM_ACQ_REL
+#endif
 
 /* coro_park_until(); rc: 0 woken or permit, 1 timed out. */
 inline park(timed, rc) {
-    tso_xchg(OWNER, PARK_WORD, EMPTY, old);
+    mm_xchg(OWNER, PARK_WORD, EMPTY, old, TAKE_ORDER);
     if
     :: old == PERMIT -> rc = 0
     :: else ->
         word = EMPTY;
-        tso_cas(OWNER, PARK_WORD, word, PARKED, ok);
+        mm_cas(OWNER, PARK_WORD, word, PARKED, ok, MM_ACQ_REL);
         if
         :: !ok ->
             assert(word == PERMIT); /* only a wake can change EMPTY */
 #ifdef MUTANT
-            tso_store(OWNER, PARK_WORD, EMPTY);
+            mm_store(OWNER, PARK_WORD, EMPTY, MM_RLX);
 #else
-            tso_xchg(OWNER, PARK_WORD, EMPTY, old);
+            mm_xchg(OWNER, PARK_WORD, EMPTY, old, TAKE_ORDER);
             assert(old == PERMIT);
 #endif
             rc = 0
@@ -87,16 +105,16 @@ inline park(timed, rc) {
              * delivery arrives or, for a timed park, the timer fires. */
             timer_armed = timed;
             if
-            :: d_step { readied > 0 -> readied--; timer_armed = false }; rc = 0
+            :: RECEIVE(); timer_armed = false; rc = 0
             :: timer_armed ->
                 /* timeout_wins() */
                 word = PARKED;
-                tso_cas(OWNER, PARK_WORD, word, EMPTY, ok);
+                mm_cas(OWNER, PARK_WORD, word, EMPTY, ok, MM_ACQ_REL);
                 timer_armed = false;
                 if
                 :: ok -> rc = 1
                 :: else -> /* a wake won: its delivery is on the way */
-                    d_step { readied > 0 -> readied-- }; rc = 0
+                    RECEIVE(); rc = 0
                 fi
             fi
         fi
@@ -106,30 +124,30 @@ inline park(timed, rc) {
 /* coro_wake() */
 inline wake() {
 #if defined(MUTANT) || defined(MUTANT_PLAIN_CHECK)
-    tso_load(WAKER, PARK_WORD, w);
+    mm_load(WAKER, PARK_WORD, w, MM_RLX);
     do
     :: w == PERMIT -> break
     :: w == EMPTY ->
-        tso_cas(WAKER, PARK_WORD, w, PERMIT, wok);
+        mm_cas(WAKER, PARK_WORD, w, PERMIT, wok, WAKE_ORDER);
         if :: wok -> break :: else -> skip fi
     :: w == PARKED ->
-        tso_cas(WAKER, PARK_WORD, w, EMPTY, wok);
+        mm_cas(WAKER, PARK_WORD, w, EMPTY, wok, WAKE_ORDER);
         if
-        :: wok -> d_step { assert(readied == 0); readied++ }; break
+        :: wok -> assert(mem[READIED] == 0); DELIVER(); break
         :: else -> skip
         fi
     od
 #else
-    tso_load(WAKER, PARK_WORD, w);
+    mm_load(WAKER, PARK_WORD, w, MM_RLX);
     do
     :: w == PARKED ->
-        tso_cas(WAKER, PARK_WORD, w, EMPTY, wok);
+        mm_cas(WAKER, PARK_WORD, w, EMPTY, wok, WAKE_ORDER);
         if
-        :: wok -> d_step { assert(readied == 0); readied++ }; break
+        :: wok -> assert(mem[READIED] == 0); DELIVER(); break
         :: else -> skip
         fi
     :: else -> /* EMPTY or PERMIT: leave (or keep) a permit, by a RMW */
-        tso_cas(WAKER, PARK_WORD, w, PERMIT, wok);
+        mm_cas(WAKER, PARK_WORD, w, PERMIT, wok, WAKE_ORDER);
         if :: wok -> break :: else -> skip fi
     od
 #endif
@@ -142,8 +160,8 @@ active proctype coroutine() {
 
     for (i : 1 .. ROUNDS) {
         do
-        :: tso_load(OWNER, ASKED, a);
-           tso_load(OWNER, SERVED, s);
+        :: mm_load(OWNER, ASKED, a, MM_RLX);
+           mm_load(OWNER, SERVED, s, MM_RLX);
            if
            :: a != s -> break
            :: else ->
@@ -153,7 +171,7 @@ active proctype coroutine() {
                fi
            fi
         od;
-        tso_fetch_add(OWNER, SERVED, 1, old)
+        mm_fetch_add(OWNER, SERVED, 1, old, MM_RLX)
     }
 }
 
@@ -164,19 +182,19 @@ active proctype waker() {
 
     for (i : 1 .. ROUNDS) {
 #ifdef PLAIN_PUBLISH
-        tso_load(WAKER, ASKED, old);
-        tso_store(WAKER, ASKED, old + 1);
+        mm_load(WAKER, ASKED, old, MM_RLX);
+        mm_store(WAKER, ASKED, old + 1, MM_RLX);
 #else
-        tso_fetch_add(WAKER, ASKED, 1, old);
+        mm_fetch_add(WAKER, ASKED, 1, old, MM_RLX);
 #endif
         wake();
-        mem[SERVED] == i /* the owner's served++ is a locked add: in memory */
+        mm_await(WAKER, SERVED, mem[SERVED] == i, old, MM_RLX) /* the answer */
     }
 }
 
 init {
-    run tso_flusher(OWNER);
-    run tso_flusher(WAKER)
+    run mm_flusher(OWNER);
+    run mm_flusher(WAKER)
 }
 
 /* At the end, nothing is left in the ready queue that no park consumes. */

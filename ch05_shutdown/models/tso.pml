@@ -125,3 +125,72 @@ end:
     :: d_step { sb_len[tso_t] > 0 -> tso_drain_oldest(tso_t) }
     od
 }
+
+/* ── memory.pml's interface on x86-TSO ────────────────────────────────── */
+
+/* Every load is a plain mov, whatever its order. */
+inline mm_load(mm_t, mm_w, mm_r, mm_ord) {
+    tso_load(mm_t, mm_w, mm_r)
+}
+
+/* A relaxed or release store is a plain mov into the buffer; a seq_cst
+ * store is mov + mfence (GCC), which drains the buffer after it. */
+inline mm_store(mm_t, mm_w, mm_v, mm_ord) {
+    tso_store(mm_t, mm_w, mm_v);
+    if
+    :: mm_ord == MM_SC -> d_step { tso_drain_all(mm_t); tso_i = 0 }
+    :: else -> skip
+    fi
+}
+
+/* Every RMW is a locked instruction, whatever its order. */
+inline mm_cas(mm_t, mm_w, mm_exp, mm_des, mm_ok, mm_ord) {
+    tso_cas(mm_t, mm_w, mm_exp, mm_des, mm_ok)
+}
+
+inline mm_xchg(mm_t, mm_w, mm_v, mm_old, mm_ord) {
+    tso_xchg(mm_t, mm_w, mm_v, mm_old)
+}
+
+inline mm_fetch_add(mm_t, mm_w, mm_d, mm_old, mm_ord) {
+    tso_fetch_add(mm_t, mm_w, mm_d, mm_old)
+}
+
+inline mm_rmw(mm_t, mm_w, mm_old, MM_NEWV, mm_ord) {
+    d_step {
+        tso_drain_all(mm_t);
+        mm_old = mem[mm_w];
+        mem[mm_w] = MM_NEWV
+    }
+}
+
+inline mm_await_rmw(mm_t, mm_w, MM_COND, mm_old, MM_NEWV, mm_ord) {
+    d_step {
+        MM_COND ->
+        tso_drain_all(mm_t);
+        mm_old = mem[mm_w];
+        mem[mm_w] = MM_NEWV
+    }
+}
+
+/* The awaited value is in memory (the waiting thread has no store of its
+ * own to the word in its buffer: models use it so). */
+inline mm_await(mm_t, mm_w, MM_COND, mm_r, mm_ord) {
+    d_step { MM_COND -> mm_r = mem[mm_w] }
+}
+
+/* Only a seq_cst fence is an instruction (mfence); acquire and release
+ * fences only keep the compiler from moving accesses. */
+inline mm_fence(mm_t, mm_ord) {
+    if
+    :: mm_ord == MM_SC -> d_step { tso_drain_all(mm_t); tso_i = 0 }
+    :: else -> skip
+    fi
+}
+
+proctype mm_flusher(byte mm_t) {
+end:
+    do
+    :: d_step { sb_len[mm_t] > 0 -> tso_drain_oldest(mm_t) }
+    od
+}
