@@ -10,8 +10,9 @@
  *     prio -1: [c2]                               done -> free or keep
  *                                               - post: call it
  *
- * The queue itself is in ready.c, the stacks in cache.c, waiting in
- * wait.c; struct coro_sched, which they all share, is in sched_impl.h.
+ * The queue itself (and the priorities that order it) is in ready.c, the
+ * stacks in cache.c, waiting in wait.c; struct coro_sched, which they all
+ * share, is in sched_impl.h.
  *
  * Owns: the counts (alive, handles, posts) and the spare post entries of
  * struct coro_sched, and the scheduler's life from create to destroy.
@@ -478,21 +479,4 @@ int coro__sched_destroy_coroutine(coro *c)
     c->detached = true; /* a stale handle to it now fails as above */
     coro__shell_put(s, c);
     return 0;
-}
-
-int coro_set_priority(coro *c, int priority)
-{
-    if (c == NULL)
-        return EINVAL;
-    if (c->owner != coro__thread_id())
-        return EPERM;
-    if (c->state == CORO_DONE)
-        return EINVAL;
-    c->priority = priority;
-    return 0;
-}
-
-int coro_priority(const coro *c)
-{
-    return c ? c->priority : 0;
 }

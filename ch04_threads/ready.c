@@ -22,8 +22,9 @@
  * posts allocate a million levels, and made the pump read the count of
  * pending posts, which other threads write, for every post it took in.)
  *
- * Owns: the levels (in use and spare) of struct coro_sched. Thread: the
- * scheduler's owner only, like everything of the queue.
+ * Owns: the levels (in use and spare) of struct coro_sched, and each
+ * coroutine's priority (coro_set_priority()). Thread: the scheduler's
+ * owner only, like everything of the queue.
  */
 #include "sched_impl.h"
 
@@ -168,4 +169,23 @@ void coro__queue_coroutine(coro_sched *s, coro *c)
 {
     c->queued = true;
     coro__ready_push(s, &c->ready, c->priority);
+}
+
+/* ── Priorities: the order of the queue ───────────────────────────────── */
+
+int coro_set_priority(coro *c, int priority)
+{
+    if (c == NULL)
+        return EINVAL;
+    if (c->owner != coro__thread_id())
+        return EPERM;
+    if (c->state == CORO_DONE)
+        return EINVAL;
+    c->priority = priority;
+    return 0;
+}
+
+int coro_priority(const coro *c)
+{
+    return c ? c->priority : 0;
 }

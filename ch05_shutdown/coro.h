@@ -658,6 +658,14 @@ int coro_sched_run_until(coro_sched *s, uint64_t deadline);
  * entries that were ready when it looked, so a coroutine that yields in a
  * loop runs once per call and the loop keeps control.
  *
+ * A close that the call takes in — coro_sched_close() from another
+ * thread, or the signal of coro_sched_close_on_signal(), made during the
+ * call or before it and not taken in yet — ends the call without
+ * sleeping, also when it leaves nothing to run, so that the loop looks at
+ * its condition at once (say `closed` from coro_sched_stats()). Only that
+ * call: later ones on the closed scheduler sleep as before, so the loop
+ * does not spin.
+ *
  * @param s  the scheduler.
  * @param ns the longest time to sleep when nothing is ready.
  * @return how many entries ran (resumes plus posts); 0 also when `s` is
@@ -669,6 +677,10 @@ size_t coro_sched_poll_for(coro_sched *s, uint64_t ns);
 
 /**
  * @brief coro_sched_poll_for() with an absolute deadline.
+ *
+ * The same rules, a close included: the call that takes in a close from
+ * another thread or a signal returns without sleeping.
+ *
  * @param s        the scheduler.
  * @param deadline a coro_now() time; if it has passed, nothing sleeps.
  * @return how many entries ran; 0 also for the errors of
@@ -1140,7 +1152,9 @@ int coro_defer(void (*fn)(void *arg), void *arg);
  * @return 0 (also if already closed), or `EINVAL` (`s` is NULL).
  *
  * Thread-safety: any thread. From another thread than the owner, the
- * coroutines are cancelled by the owner's pump at its next turn.
+ * coroutines are cancelled by the owner's pump at its next turn; a
+ * coro_sched_poll_for() or coro_sched_poll_until() that takes the close
+ * in returns without sleeping.
  */
 int coro_sched_close(coro_sched *s);
 
@@ -1175,9 +1189,11 @@ size_t coro_sched_shutdown(coro_sched *s, uint64_t grace_ns);
  * `futex` system call (or a write(2) to the eventfd of a wait hook,
  * coro_sched_set_wait()), all safe inside a signal handler. The pump then
  * cancels every alive coroutine at its next turn, as coro_sched_close()
- * does. Several schedulers may close on the same signal. The registration
- * ends when `s` is destroyed; the signal's previous disposition is restored
- * when no scheduler is registered for it any more.
+ * does, and a poll that takes the close in returns without sleeping
+ * (coro_sched_poll_for()). Several schedulers may close on the same
+ * signal. The registration ends when `s` is destroyed; the signal's
+ * previous disposition is restored when no scheduler is registered for it
+ * any more.
  *
  * @param s     the scheduler.
  * @param signo the signal, for example `SIGTERM` or `SIGINT`.

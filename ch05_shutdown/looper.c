@@ -23,7 +23,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -31,7 +30,7 @@
 struct coro_looper {
     pthread_t thread;
     char name[16];          /* the kernel keeps 15 characters and a NUL */
-    atomic_bool stopping;
+    bool stopping;          /* the looper's thread only: stop_request() */
 
     /* The start-up hand-shake: the thread reports its scheduler. */
     pthread_mutex_t lock;
@@ -48,13 +47,18 @@ struct coro_looper {
 
 /* The stop request, run on the looper's own thread. Sending it as a post
  * wakes the pump, and no post sent before it can be missed: the looper
- * sees `stopping` only after running this, and then runs the rest. */
+ * sees `stopping` only after running this, and then runs the rest.
+ * `stopping` never crosses threads (only the looper's thread stores and
+ * loads it), so it is a plain bool. What crosses threads
+ * are the posts: a push wakes the pump (models/inbox.pml), and a post is
+ * counted until it has run, so coro_sched_destroy() stays busy while one
+ * is on its way (models/post_admit.pml); and then the join. */
 static void stop_request(coro_sched *s, void *arg)
 {
     coro_looper *l = arg;
 
     (void)s;
-    atomic_store(&l->stopping, true);
+    l->stopping = true;
 }
 
 static void report_started(coro_looper *l, coro_sched *s)
@@ -76,7 +80,7 @@ static void *looper_main(void *arg)
     report_started(l, s);
     if (s == NULL)
         return NULL;
-    while (!atomic_load(&l->stopping))
+    while (!l->stopping)
         coro_sched_poll_until(s, UINT64_MAX); /* no deadline: sleep until work */
     if (l->shutdown)
         l->abandoned = coro__sched_shutdown_until(s, l->deadline);

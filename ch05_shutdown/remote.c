@@ -272,7 +272,7 @@ static bool take_in(coro_sched *s, coro_remote *r)
         take_in_cancel(s, cancel_request_coroutine(r));
         return true;
     case CORO_REMOTE_CLOSE:
-        coro__cancel_members(s);
+        coro__take_in_close(s);
         return true;
     case CORO_REMOTE_REFUSED_START: /* refused: give its count back */
         atomic_fetch_sub_explicit(&s->arriving, 1, memory_order_release);

@@ -10,10 +10,10 @@
  *     prio -1: [c2]                               done -> free or keep
  *                                               - post: call it
  *
- * The queue itself is in ready.c, the stacks in cache.c, waiting in
- * wait.c, other threads' requests in remote.c, stopping in shutdown.c,
- * statistics in stats.c; struct coro_sched, which they all share, is in
- * sched_impl.h.
+ * The queue itself (and the priorities that order it) is in ready.c, the
+ * stacks in cache.c, waiting in wait.c, other threads' requests in
+ * remote.c, stopping in shutdown.c, statistics in stats.c; struct
+ * coro_sched, which they all share, is in sched_impl.h.
  *
  * Owns: the counts (alive, handles, posts) and the spare post entries of
  * struct coro_sched, and the scheduler's life from create to destroy.
@@ -564,8 +564,9 @@ size_t coro_sched_poll_until(coro_sched *s, uint64_t deadline)
     if (s == NULL || !coro__may_pump(s))
         return 0;
     outer = coro__pump_enter(s);
+    s->close_arrived = false; /* set if this call takes a close in */
     ran = run_ready(s);
-    if (ran == 0) {
+    if (ran == 0 && !s->close_arrived) {
         uint64_t wake_at = idle_until(s, deadline);
 
         coro__timing_sleep(s);
@@ -575,8 +576,9 @@ size_t coro_sched_poll_until(coro_sched *s, uint64_t deadline)
             coro__inbox_poll(&s->inbox); /* a hook still looks */
         ran = run_ready(s);
     } else {
-        /* Work was ready, so nothing waited: a hook still gets its look
-         * (what it makes ready runs at the next call). */
+        /* Work was ready, or a close came in (it ends the call at once:
+         * coro__take_in_close()), so nothing waited: a hook still gets its
+         * look (what it makes ready runs at the next call). */
         coro__inbox_poll(&s->inbox);
     }
     coro__pump_leave(s, outer);
@@ -674,12 +676,7 @@ int coro_sched_destroy(coro_sched *s)
         (s->handles > 0 && !s->shut_down))
         return EBUSY;
     coro__signal_forget(s); /* no signal handler can reach s now */
-
-    while (s->members != NULL) { /* after a shutdown: undestroyed handles */
-        coro *c = s->members;
-        coro__member_unlink(s, c);
-        coro__shell_free(c);
-    }
+    coro__members_free(s);  /* after a shutdown: undestroyed handles */
     coro__cache_flush(s);
     coro__timers_free(&s->timers);
     if (coro__owner_dense(s) != NULL)
@@ -698,37 +695,4 @@ int coro_sched_destroy(coro_sched *s)
                                     wake cell: cells are never freed */
     free(s);
     return 0;
-}
-
-/* ── Coroutines of a scheduler ────────────────────────────────────────── */
-
-int coro__sched_destroy_coroutine(coro *c)
-{
-    coro_sched *s = c->sched;
-
-    if (c->detached)
-        return EINVAL; /* the scheduler owns it; this handle is stale */
-    if (c->queued || c->state != CORO_DONE)
-        return EBUSY;
-    s->handles--;
-    c->detached = true; /* a stale handle to it now fails as above */
-    coro__retire_if_released(s, c);
-    return 0;
-}
-
-int coro_set_priority(coro *c, int priority)
-{
-    if (c == NULL)
-        return EINVAL;
-    if (c->owner != coro__thread_id())
-        return EPERM;
-    if (c->state == CORO_DONE)
-        return EINVAL;
-    c->priority = priority;
-    return 0;
-}
-
-int coro_priority(const coro *c)
-{
-    return c ? c->priority : 0;
 }

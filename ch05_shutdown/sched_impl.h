@@ -116,6 +116,8 @@ struct coro_sched {
     size_t owed;                /* requests still owed to finished ones */
     bool abandoning;            /* shutdown's grace is over */
     bool shut_down;             /* shutdown done: destroy frees handles */
+    bool close_arrived;         /* close_remote came in during this poll
+                                   (coro__take_in_close()) */
     size_t abandoned;           /* coroutines abandoned, ever */
 
     /* Statistics, in ticks of coro__ticks(); owner only. Resumes are
@@ -316,6 +318,14 @@ void coro__end_wait_canceled(coro *c);
 
 /* Cancel every alive coroutine. */
 void coro__cancel_members(coro_sched *s);
+
+/* The close request (another thread's or a signal's) arrives: cancel
+ * every alive coroutine, and end the poll in progress (close_arrived). */
+void coro__take_in_close(coro_sched *s);
+
+/* At destroy: free the members left (after a shutdown, the joinable
+ * coroutines whose handles were never destroyed). */
+void coro__members_free(coro_sched *s);
 
 /* Abandon `c`, alive and suspended: it will never be resumed. */
 void coro__abandon_one(coro_sched *s, coro *c);

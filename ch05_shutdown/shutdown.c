@@ -17,11 +17,12 @@
  * that request has arrived, so each coroutine counts what it is owed and
  * is recycled only at zero.
  *
- * Owns: the members list, `closed` and the close request, the owed
- * counts, and the abandoning of struct coro_sched. Thread: the owner,
- * except coro__is_closed(), coro__sched_cancel(), coro_sched_close() and
- * coro__sched_close_async(), which any thread may call (a cancel or close
- * from another thread travels to the owner through the inbox).
+ * Owns: the members list, `closed`, the close request and its arrival
+ * (close_arrived), the owed counts, and the abandoning of struct
+ * coro_sched. Thread: the owner, except coro__is_closed(),
+ * coro__sched_cancel(), coro_sched_close() and coro__sched_close_async(),
+ * which any thread may call (a cancel or close from another thread
+ * travels to the owner through the inbox).
  */
 #define _GNU_SOURCE
 #include "sched_impl.h"
@@ -51,12 +52,37 @@ void coro__member_unlink(coro_sched *s, coro *c)
     c->member_next = c->member_prev = NULL;
 }
 
+void coro__members_free(coro_sched *s)
+{
+    while (s->members != NULL) {
+        coro *c = s->members;
+        coro__member_unlink(s, c);
+        coro__shell_free(c);
+    }
+}
+
 void coro__retire_if_released(coro_sched *s, coro *c)
 {
     if (!c->detached || c->owed > 0)
         return;
     coro__member_unlink(s, c);
     coro__shell_put(s, c);
+}
+
+/* coro_destroy() of a joinable coroutine of a scheduler: it is released
+ * to the scheduler, and retired once nothing is owed to it. */
+int coro__sched_destroy_coroutine(coro *c)
+{
+    coro_sched *s = c->sched;
+
+    if (c->detached)
+        return EINVAL; /* the scheduler owns it; this handle is stale */
+    if (c->queued || c->state != CORO_DONE)
+        return EBUSY;
+    s->handles--;
+    c->detached = true; /* a stale handle to it now fails as above */
+    coro__retire_if_released(s, c);
+    return 0;
 }
 
 void coro__owe(coro_sched *s, coro *c)
@@ -162,6 +188,23 @@ void coro__sched_close_async(coro_sched *s)
         s->close_remote.kind = CORO_REMOTE_CLOSE;
         coro__inbox_push(&s->inbox, &s->close_remote);
     }
+}
+
+/*
+ * The close request arrives (take_in() in remote.c). Its cancels may make
+ * nothing ready (no coroutine alive), and a poll that then slept would
+ * sleep to its deadline, closed: a `while (running) coro_sched_poll_for()`
+ * loop would see the close a whole timeout late. So the poll that takes
+ * it in returns without sleeping (close_arrived, coro_sched_poll_until()),
+ * and the loop looks at its condition. Only that poll: the next one clears
+ * the flag and sleeps as an idle poll does, so a closed pump never spins.
+ * The owner's own close needs no flag: inside a poll, a coroutine, a post
+ * or the hook makes it, and the poll does not sleep after those anyway.
+ */
+void coro__take_in_close(coro_sched *s)
+{
+    s->close_arrived = true;
+    coro__cancel_members(s);
 }
 
 int coro_sched_close(coro_sched *s)

@@ -38,6 +38,7 @@
 // (abandoned = the ones that never finish + the ones that did not get to).
 #include <errno.h>
 #include <pthread.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -2134,6 +2135,227 @@ TEST(CloseOnSignal, RacesWithABusyPumpManyTimes) {
   }
   EXPECT_EQ(bad, 0);
   EXPECT_EQ(CurrentHandler(signo), previous_handler);
+}
+
+// ===========================================================================
+// A poll notices a close at once
+// ===========================================================================
+//
+// `while (running) coro_sched_poll_for(s, timeout);` is coro.h's event
+// loop. A close from another thread, or a signal's, reaches the pump as a
+// request in its inbox. The poll that takes the request in returns without
+// sleeping, also when the close gives it nothing to run (no coroutine
+// alive), so that the loop looks at `running` again now and not a whole
+// timeout later. And only once: the next poll sleeps, as an idle pump does.
+
+// A poll's far deadline, and how much sooner a poll that must not sleep
+// returns: one that slept to its deadline fails however loaded the
+// machine, one that did not passes however slow it was.
+constexpr uint64_t kFarDeadline = 10 * kSec;
+uint64_t NoSleepBound() { return SlowTool() ? 5 * kSec : 2 * kSec; }
+
+struct Polled {
+  size_t ran;     // what the poll returned
+  uint64_t took;  // how long it took
+};
+
+// One poll with kFarDeadline, through poll_until or through poll_for.
+Polled PollFar(coro_sched* s, bool use_poll_for = false) {
+  const uint64_t start = coro_now();
+  const size_t ran = use_poll_for
+                         ? coro_sched_poll_for(s, kFarDeadline)
+                         : coro_sched_poll_until(s, start + kFarDeadline);
+  return {ran, Since(start)};
+}
+
+bool IsClosed(const coro_sched* s) {
+  coro_stats st{};
+  EXPECT_EQ(coro_sched_stats(s, &st), 0);
+  return st.closed;
+}
+
+// The calling thread's CPU time, in nanoseconds.
+uint64_t ThreadCpuNow() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * kSec +
+         static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Another thread's close, joined before the poll (its request waits in the
+// inbox), and no coroutine alive: the poll takes the close in, has nothing
+// to run, and returns 0 at once — through poll_until and poll_for.
+TEST(PollAfterClose, ACloseFromAnotherThreadEndsThePollAtOnce) {
+  for (bool use_poll_for : {false, true}) {
+    SCOPED_TRACE(use_poll_for ? "coro_sched_poll_for" : "coro_sched_poll_until");
+    coro_sched* s = coro_sched_create();
+    ASSERT_NE(s, nullptr);
+    OnAnotherThread([&] { EXPECT_EQ(coro_sched_close(s), 0); });
+    const Polled poll = PollFar(s, use_poll_for);
+    EXPECT_EQ(poll.ran, 0u);
+    EXPECT_LT(poll.took, NoSleepBound())
+        << "the poll took the close in, then slept to its deadline";
+    EXPECT_TRUE(IsClosed(s));
+    EXPECT_EQ(coro_sched_destroy(s), 0);
+  }
+}
+
+// The same with the close of coro_sched_close_on_signal(): raise() runs
+// the handler on this thread before it returns, so the close request
+// waits in the inbox when the poll begins.
+TEST(PollAfterClose, ASignalsCloseEndsThePollAtOnce) {
+  const int signo = SIGUSR1;
+  CountingHandler previous(signo);
+  void* const previous_handler = CurrentHandler(signo);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(coro_sched_close_on_signal(s, signo), 0);
+  ASSERT_EQ(raise(signo), 0);
+  EXPECT_TRUE(IsClosed(s)) << "the library's handler did not run";
+  const Polled poll = PollFar(s);
+  EXPECT_EQ(poll.ran, 0u);
+  EXPECT_LT(poll.took, NoSleepBound())
+      << "the poll took the signal's close in, then slept to its deadline";
+  EXPECT_EQ(previous.caught(), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+  EXPECT_EQ(CurrentHandler(signo), previous_handler);
+}
+
+// A member that the close does not make ready — a joinable coroutine that
+// has finished and is not destroyed yet — changes nothing: the close
+// readies nothing, and the poll still returns at once. (Where the close
+// does cancel a waiting coroutine, the poll runs it and returns, as any
+// poll that ran something.)
+TEST(PollAfterClose, AlsoWhenTheCloseReadiesNothing) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  coro* done = coro_spawn(s, ReturnArg, nullptr);
+  ASSERT_NE(done, nullptr);
+  StepAll(s);
+  ASSERT_EQ(coro_status(done), CORO_DONE);
+  ASSERT_EQ(coro_sched_alive(s), 0u);
+  OnAnotherThread([&] { EXPECT_EQ(coro_sched_close(s), 0); });
+  Polled poll = PollFar(s);
+  EXPECT_EQ(poll.ran, 0u);
+  EXPECT_LT(poll.took, NoSleepBound())
+      << "a close that readied nothing left the poll sleeping";
+
+  int park_rc = -1;
+  coro_sched* t = coro_sched_create();
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(Go(t, [&] { park_rc = coro_park(); }), 0);
+  StepAll(t);
+  OnAnotherThread([&] { EXPECT_EQ(coro_sched_close(t), 0); });
+  poll = PollFar(t);
+  EXPECT_EQ(poll.ran, 1u) << "the cancelled coroutine runs in the same poll";
+  EXPECT_LT(poll.took, NoSleepBound());
+  EXPECT_EQ(park_rc, ECANCELED);
+
+  EXPECT_EQ(coro_destroy(done), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+  EXPECT_EQ(coro_sched_destroy(t), 0);
+}
+
+// A wait hook that sleeps in poll(2) on the wake_fd until its deadline,
+// and counts the calls that could block (a deadline still ahead) in *arg.
+void WaitOnWakeFd(void* arg, int wake_fd, uint64_t deadline) {
+  const uint64_t now = coro_now();
+  int timeout = 0;
+  if (deadline == UINT64_MAX) {
+    timeout = -1;
+  } else if (deadline > now) {
+    timeout = static_cast<int>((deadline - now + kMs - 1) / kMs);
+  }
+  if (timeout != 0) ++*static_cast<int*>(arg);
+  pollfd fd{wake_fd, POLLIN, 0};
+  poll(&fd, 1, timeout);
+}
+
+// With a wait hook, the poll that takes the close in does not ask the hook
+// to block: the application's epoll_wait() would sleep to the deadline
+// too, the wake_fd quiet (nobody pushes again).
+TEST(PollAfterClose, WithAWaitHookTheHookIsNotAskedToBlock) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int blocking_calls = 0;
+  ASSERT_EQ(coro_sched_set_wait(s, WaitOnWakeFd, &blocking_calls, nullptr), 0);
+  OnAnotherThread([&] { EXPECT_EQ(coro_sched_close(s), 0); });
+  const Polled poll = PollFar(s);
+  EXPECT_EQ(poll.ran, 0u);
+  EXPECT_LT(poll.took, NoSleepBound());
+  EXPECT_EQ(blocking_calls, 0) << "the hook was asked to sleep, closed";
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// Noticed once, promptly; no spinning afterwards. The polls after the one
+// that took the close in sleep to their deadline (100 ms away) on the
+// closed, empty scheduler, without using the CPU meanwhile — also after
+// a second close from another thread, which sends no second request.
+TEST(PollAfterClose, NoticedOnceThenAPollSleepsAgain) {
+  constexpr uint64_t kShort = 100 * kMs;
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  OnAnotherThread([&] { EXPECT_EQ(coro_sched_close(s), 0); });
+  const Polled first = PollFar(s);
+  EXPECT_LT(first.took, NoSleepBound());
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE("poll " + std::to_string(i + 1) + " after the close");
+    if (i == 1) {
+      OnAnotherThread([&] { EXPECT_EQ(coro_sched_close(s), 0); });
+    }
+    const uint64_t start = coro_now();
+    const uint64_t cpu_start = ThreadCpuNow();
+    EXPECT_EQ(coro_sched_poll_until(s, start + kShort), 0u);
+    const uint64_t took = Since(start);
+    const uint64_t cpu = ThreadCpuNow() - cpu_start;
+    EXPECT_GE(took, kShort / 2) << "a closed, idle pump did not sleep";
+    EXPECT_LT(cpu, took / 2) << "a closed, idle pump used the CPU";
+  }
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// A close from another thread at a random moment around a poll with a far
+// deadline: before the poll begins, while it looks at its inbox, after
+// the look and before it sleeps, or while it sleeps. Every round, the poll
+// returns promptly: taken in at its first look, the close ends the call;
+// any later, its push wakes the sleeping pump (or stops it going to
+// sleep), and the poll takes it in then.
+TEST(Race, ACloseRacingWithAPollEndsItPromptly) {
+  // ThreadSanitizer: 1/2; Valgrind (a thread per round): 1/10.
+  const long rounds = Reps(300, 2, 10);
+  Prng rng(31);
+  Watchdog watchdog("a close racing with a poll");
+  long before_the_poll = 0;
+  for (long round = 0; round < rounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    coro_sched* s = coro_sched_create();
+    ASSERT_NE(s, nullptr);
+    const uint64_t owner_gap = rng.Below(4000), closer_gap = rng.Below(4000);
+    std::atomic<bool> ready{false}, go{false}, closed{false};
+    std::thread closer([&] {
+      ready.store(true);
+      while (!go.load()) Spin(1);
+      Spin(closer_gap);
+      EXPECT_EQ(coro_sched_close(s), 0);
+      closed.store(true);
+      coro_thread_detach();
+    });
+    // Both start their gaps together: the closer is running already. On
+    // one core the closer runs only when the owner lets it: a yield, in a
+    // quarter of the rounds.
+    while (!ready.load()) std::this_thread::yield();
+    go.store(true);
+    Spin(owner_gap);
+    if (round % 4 == 3) std::this_thread::yield();
+    if (closed.load()) before_the_poll++;
+    const Polled poll = PollFar(s);
+    closer.join();
+    ASSERT_LT(poll.took, NoSleepBound());
+    EXPECT_EQ(poll.ran, 0u);
+    ASSERT_EQ(coro_sched_destroy(s), 0);
+  }
+  std::printf("[   INFO   ] %ld rounds, the close came before the poll in "
+              "%ld\n", rounds, before_the_poll);
 }
 
 // ===========================================================================

@@ -66,7 +66,7 @@ def spin_litmus(name, cases, model = "litmus.pml"):
     files = [model] + MEMORY_MODELS
     native.sh_test(
         name = name,
-        size = "small",
+        size = "medium",
         srcs = ["//tools:spin_litmus_test.sh"],
         args = ["$(location //tools:spin_model_test.sh)"] +
                ["$(location %s)" % f for f in files] + ["--"] +
