@@ -1099,7 +1099,12 @@ int coro_pool_destroy(coro_pool *p);
  *
  * @param c the coroutine: of a scheduler, or one made by coro_create().
  * @return 0 (also if `c` was cancelled already), or:
- *         - `EINVAL`: `c` is NULL or has finished.
+ *         - `EINVAL`: `c` is NULL or has finished. (From another thread,
+ *           a cancel that races with the finish, with nothing that orders
+ *           the two, may find `c` cancelled instead and return 0; either
+ *           way it changes nothing. A cancel ordered after the finish
+ *           returns `EINVAL`: one on the scheduler's own thread, or one
+ *           made after coro_wake(c) returned `EINVAL`.)
  *
  * Thread-safety: any thread. `c` must not have been destroyed (a detached
  * coroutine of coro_go() may be freed as soon as it returns: cancel those

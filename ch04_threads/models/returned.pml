@@ -12,8 +12,8 @@
  *                               onto the producer's own cache (plain
  *                               stores: the cache is thread-local);
  *   remote.c:post_remote()      the post with its node goes to the pump
- *                               through the inbox (a locked CAS: drains the
- *                               producer's store buffer);
+ *                               through the inbox (a seq_cst CAS, and the
+ *                               pump's take an acquire exchange);
  *   remote.c:post_node_return() the pump, having run the post (run_post()),
  *                               pushes the node onto `returned`:
  *                               p->next_free = head, CAS(head -> p), release.
@@ -26,15 +26,31 @@
  * producer and come back again, also while a CAS on `returned` is in
  * flight between its load and its compare.
  *
- * Abstracts: the inbox is a channel (inbox.pml models it); the post's
- * function and the admission are left out but for the refusal
- * (post_admit.pml); one scheduler (nodes are all alike and may feed any
- * scheduler, but only a scheduler's own pump pushes onto its `returned`,
- * so more schedulers add nothing to one stack); malloc() never fails (a
- * failure returns before a node exists). Every thread's plain stores (the
- * next_free links) go through an x86-TSO store buffer (tso.pml).
+ * Abstracts: the inbox is a channel (inbox.pml models it) with a word
+ * beside it, INBOX, for what it orders: the push a seq_cst RMW (on x86 a
+ * locked instruction: it drains the producer's store buffer), the take an
+ * acquire RMW; the post's function and the admission are left out but for
+ * the refusal (post_admit.pml); one scheduler (nodes are all alike and may
+ * feed any scheduler, but only a scheduler's own pump pushes onto its
+ * `returned`, so more schedulers add nothing to one stack); malloc() never
+ * fails (a failure returns before a node exists). The next_free links are
+ * plain memory in the code, here words written and read relaxed: on
+ * x86-TSO their stores wait in store buffers, on the weak model a load of
+ * one may read an older link unless an acquire has ordered the newer one
+ * before it. A thread's end is a release RMW of DONE (on x86 it drains the
+ * thread's buffer), so the final check reads the links as they are.
  *
- * Proves, for every interleaving and store-buffer drain order:
+ * The orders: post_node_get()'s exchange is acquire, post_node_return()'s
+ * compare-exchange release, the rest relaxed, as in remote.c. They are
+ * what makes a link the pump wrote visible to the producer that takes the
+ * node: the pump writes p->next_free (plain), then publishes p with the
+ * release CAS; the producer's acquire exchange that takes the stack reads
+ * that CAS (or a later one of the pump's, which carries it: each push is
+ * the pump's own, after the ones before it), so its load of p->next_free
+ * reads the pump's link, never an older one.
+ *
+ * Proves, for every interleaving, on x86-TSO (every store-buffer drain
+ * order) and on the weak model (every value C11 lets each load read):
  *   - no node is handed out twice: a producer gets only a node that is in
  *     its own cache, and `returned` holds exactly the nodes nobody holds —
  *     its list is walked after every change of it: no node in it that a
@@ -46,7 +62,7 @@
  *   - no node lost: at the end every node that exists is in `returned`
  *     or in exactly one producer's cache (freed at thread exit), once.
  *
- * Mutant (must fail):
+ * Mutants (each must fail):
  *   -DMUTANT_POP_ONE  the producer pops one node with a CAS (read head,
  *       read head->next_free, CAS head -> next) instead of taking the whole
  *       stack: the classic ABA. SPIN's run: PB pops node 1 and posts it;
@@ -55,6 +71,20 @@
  *       now 1); PA's CAS 2 -> nil succeeds, and node 1 vanishes from the
  *       stack: lost (the check of `returned` fails). With other timings the
  *       same stale CAS puts back a node a producer holds: handed out twice.
+ *       Fails on both memory models.
+ * Weak mutants (pass on x86-TSO, where every RMW is a locked instruction
+ * whatever its order, and fail on the weak model):
+ *   -DMUTANT_RELAXED_TAKE    post_node_get()'s exchange relaxed, not
+ *       acquire;
+ *   -DMUTANT_RELAXED_RETURN  post_node_return()'s compare-exchange relaxed,
+ *       not release.
+ *       Either way the pump's write of a link is not ordered before the
+ *       producer's read of it. SPIN's run (the same for both): PB takes
+ *       the stack 1 -> 2 and posts both; PA finds it empty, mallocs 3 and
+ *       posts it; the pump returns 1 (next_free nil); PA takes the stack,
+ *       node 1, and reads 1's next_free as the old link, 2: its cache now
+ *       holds node 2, which is on its way to the pump and then back in
+ *       `returned`: in two lists at once (the final check fails).
  */
 #define NTHREADS 3
 #define PUMP 0
@@ -64,12 +94,26 @@
 #define RETURNED 0   /* s->returned */
 #define NEXT0 1      /* node n's next_free is mem[NEXT0 + n] */
 #define NNODES 6     /* 2 at the start + at most one malloc per post */
-#define NWORDS 8     /* NEXT0 + NNODES + 1 */
+#define INBOX 8      /* the inbox: posts pushed, not yet taken */
+#define DONE 9       /* threads ended */
+#define NWORDS 10
 
 #define NIL 0
 #define POSTS 2      /* per producer */
 
-#include "tso.pml"
+#include "memory.pml"
+
+/* The orders of remote.c; the weak mutants weaken one each. */
+#ifdef MUTANT_RELAXED_TAKE
+#define TAKE_ORDER MM_RLX   /* post_node_get()'s exchange */
+#else
+#define TAKE_ORDER MM_ACQ
+#endif
+#ifdef MUTANT_RELAXED_RETURN
+#define RETURN_ORDER MM_RLX /* post_node_return()'s compare-exchange */
+#else
+#define RETURN_ORDER MM_REL
+#endif
 
 /* Where each node is (a ghost, to check the real lists against). */
 #define UNALLOC 0    /* not yet allocated */
@@ -82,8 +126,7 @@ byte where[NNODES + 1];
 byte cache[NTHREADS];   /* post_cache of producers 1 and 2 (thread-local) */
 byte next_new = 3;      /* the next node malloc() returns */
 chan inbox = [2 * POSTS] of { byte };
-byte sent, done;
-bool pump_done;
+byte sent;
 hidden byte walk_n, walk_i, walk_c; /* scratch for the walks, in d_steps */
 
 /* Inside an atomic step: the whole list from node `first` (links in
@@ -131,13 +174,13 @@ inline post_node_get(t, p) {
     if
     :: p == NIL ->
 #ifdef MUTANT_POP_ONE
-        tso_load(t, RETURNED, p);
+        mm_load(t, RETURNED, p, MM_RLX);
         do
         :: p == NIL -> break
         :: else ->
-            tso_load(t, NEXT0 + p, nxt);
+            mm_load(t, NEXT0 + p, nxt, MM_RLX);
             atomic {
-                tso_cas(t, RETURNED, p, nxt, ok); /* p: the head found */
+                mm_cas(t, RETURNED, p, nxt, ok, MM_ACQ); /* p: the head found */
                 if
                 :: ok -> assert(where[p] == STACK); where[p] = CACHE + t;
                          check_returned()
@@ -151,8 +194,9 @@ inline post_node_get(t, p) {
         od;
 #else
         atomic {
-            /* exchange(returned, NULL), acquire: the whole stack */
-            tso_xchg(t, RETURNED, NIL, p);
+            /* exchange(returned, NULL), acquire: the whole stack, and
+             * the pump's writes of its links */
+            mm_xchg(t, RETURNED, NIL, p, TAKE_ORDER);
             walk_list(p, STACK, CACHE + t);
             check_returned()
         };
@@ -174,11 +218,12 @@ inline post_node_get(t, p) {
     :: else ->
 #ifdef MUTANT_POP_ONE
         if
-        :: p == cache[t] -> tso_load(t, NEXT0 + p, cache[t]) /* post_cache = p->next_free */
+        :: p == cache[t] -> mm_load(t, NEXT0 + p, cache[t], MM_RLX) /* post_cache = p->next_free */
         :: else -> skip /* popped from `returned`: the cache stays empty */
         fi;
 #else
-        tso_load(t, NEXT0 + p, cache[t]); /* post_cache = p->next_free */
+        mm_load(t, NEXT0 + p, cache[t], MM_RLX); /* post_cache = p->next_free:
+                                                   * a plain load */
 #endif
         d_step { assert(where[p] == CACHE + t); where[p] = HELD + t }
     fi
@@ -186,70 +231,73 @@ inline post_node_get(t, p) {
 
 /* post_node_put(p) on producer thread t */
 inline post_node_put(t, p) {
-    tso_store(t, NEXT0 + p, cache[t]); /* p->next_free = post_cache */
+    mm_store(t, NEXT0 + p, cache[t], MM_RLX); /* p->next_free = post_cache */
     d_step { assert(where[p] == HELD + t); where[p] = CACHE + t; cache[t] = p }
 }
 
-/* post_remote() on thread t: get a node; admitted: push the post (a locked
- * CAS on the inbox's head: it drains the buffer first); refused: put the
- * node back. */
+/* post_remote() on thread t: get a node; admitted: push the post (the
+ * inbox's seq_cst CAS; on x86 it drains the buffer first); refused: put
+ * the node back. */
 proctype producer(byte t) {
     byte p, nxt, i;
-    int ok;
+    int ok, old;
 
     for (i : 1 .. POSTS) {
         post_node_get(t, p);
         if
-        :: d_step {
-               tso_drain_all(t);
+        :: atomic {
+               mm_rmw(t, INBOX, old, old + 1, MM_SC); /* coro__inbox_push() */
                assert(where[p] == HELD + t);
                where[p] = TO_PUMP;
-               sent++
-           };
-           inbox!p
+               sent++;
+               inbox!p
+           }
         :: post_node_put(t, p) /* EAGAIN */
         fi;
         p = NIL
     }
-    done++
+    mm_fetch_add(t, DONE, 1, old, MM_REL) /* the thread ends */
 }
 
 /* The pump: run_post() -> post_node_return() for every post it gets. */
 proctype pump() {
     byte p;
-    int head, ok;
+    int head, ok, old;
     byte got;
 
     do
-    :: inbox?p ->
+    :: atomic {
+           inbox?p;
+           mm_rmw(PUMP, INBOX, old, old - 1, MM_ACQ) /* coro__inbox_take() */
+       };
         got++;
         assert(where[p] == TO_PUMP);
-        tso_load(PUMP, RETURNED, head); /* relaxed load */
+        mm_load(PUMP, RETURNED, head, MM_RLX);
         do
-        :: tso_store(PUMP, NEXT0 + p, head); /* p->next_free = head */
+        :: mm_store(PUMP, NEXT0 + p, head, MM_RLX); /* p->next_free = head */
            atomic {
-               tso_cas(PUMP, RETURNED, head, p, ok); /* release CAS */
+               mm_cas(PUMP, RETURNED, head, p, ok, RETURN_ORDER);
                if
                :: ok -> assert(where[p] == TO_PUMP); where[p] = STACK;
                         check_returned()
-               :: else -> skip /* head holds the new value: try again */
+               :: else -> skip /* head holds the value found: try again */
                fi
            };
            if :: ok -> break :: else -> skip fi
         od;
         p = NIL
-    :: done == 2 && got == sent -> break
+    :: mem[DONE] == 2 && got == sent -> break
     od;
-    pump_done = true
+    mm_fetch_add(PUMP, DONE, 1, old, MM_REL) /* the thread ends */
 }
 
-/* At the end (every thread done, every buffer drained): each node that
- * exists is in `returned` or in one producer's cache, once. */
+/* At the end (every thread done: on x86-TSO, its store buffer drained by
+ * its last RMW): each node that exists is in `returned` or in one
+ * producer's cache, once. */
 proctype finish() {
     byte n;
 
-    (done == 2 && pump_done && sb_len[PUMP] == 0 && sb_len[PA] == 0 &&
-     sb_len[PB] == 0);
+    mem[DONE] == 3;
     d_step {
         walk_list(mem[RETURNED], STACK, STACK);
         walk_list(cache[PA], CACHE + PA, CACHE + PA);
@@ -290,9 +338,9 @@ init {
         run pump();
         run producer(PA);
         run producer(PB);
-        run tso_flusher(PUMP);
-        run tso_flusher(PA);
-        run tso_flusher(PB);
+        run mm_flusher(PUMP);
+        run mm_flusher(PA);
+        run mm_flusher(PB);
         run finish()
     }
 }

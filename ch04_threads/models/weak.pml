@@ -241,6 +241,7 @@ inline mm_load(mm_t, mm_w, mm_r, mm_ord) {
         :: mm_pick < mm_ts[mm_w] -> mm_pick++
         :: break
         od;
+        skip; /* a break lands here, not inside the d_step */
         d_step {
             mm_r = MM_VALUE(mm_w, mm_pick);
             mm_read_at(mm_t, mm_w, mm_pick, mm_ord);
@@ -307,6 +308,7 @@ inline mm_cas(mm_t, mm_w, mm_exp, mm_des, mm_ok, mm_ord) {
         :: mm_pick < mm_ts[mm_w] -> mm_pick++
         :: mm_pick == mm_ts[mm_w] || MM_VALUE(mm_w, mm_pick) != mm_exp -> break
         od;
+        skip; /* a break lands here, not inside the d_step */
         d_step {
             if
             :: MM_VALUE(mm_w, mm_pick) == mm_exp ->

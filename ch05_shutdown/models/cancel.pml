@@ -48,18 +48,30 @@
  * returned — that is the user's side of the contract. The library's side is
  * what this model checks.
  *
+ * Each atomic has the C11 order of the code (memory.pml): the model runs on
+ * x86-TSO and on the weak model (-DMM_WEAK). A compare-exchange loop of
+ * another thread (mark_canceled(), coro_wake(): compare_exchange_weak,
+ * relaxed on failure) is an RMW that succeeds while the value it expects
+ * is the newest, or a relaxed load that reloads it.
+ *
+ * With -DPUBLISH (one canceller, two wakes; the `cancel_publish` tests),
+ * the model also carries the plain data the orders are there for: what
+ * C writes last before it finishes (RESULT), what a canceller writes
+ * before its coro_cancel() (REASON), and the fields of c->remote, which a
+ * second wake writes again (RNODE).
+ *
  * Abstracts:
- *   - The inbox is one flag per embedded node (c->cancel_remote, c->remote):
- *     a push is a locked compare-exchange (it drains the pusher's store
- *     buffer), the owner's take a locked exchange. The owner takes requests
- *     in one at a time in any order: every order the real inbox can
- *     produce, and more. Its own sleep/wake protocol is not modelled here:
- *     the pump simply blocks until something is there.
+ *   - The inbox is one word per embedded node (c->cancel_remote,
+ *     c->remote): a push is a seq_cst RMW (the compare-exchange on the
+ *     head), the owner's take an acquire RMW (the exchange). The owner
+ *     takes requests in one at a time in any order: every order the real
+ *     inbox can produce, and more. Its own sleep/wake protocol is not
+ *     modelled here: the pump simply blocks until something is there.
  *   - The coroutine and the pump are one process (they share the owner's
- *     thread and its store buffer): when C suspends, the process goes back
- *     to the pump's loop, which resumes C where it stopped (`pc`) once it
- *     is queued; so the pump takes requests in only between two resumes,
- *     exactly as in the code.
+ *     thread, its store buffer and its view): when C suspends, the process
+ *     goes back to the pump's loop, which resumes C where it stopped (`pc`)
+ *     once it is queued; so the pump takes requests in only between two
+ *     resumes, exactly as in the code.
  *   - A deadline is "the timer may fire at any moment while armed". Event
  *     waits are not modelled (their race with a cancel is the event's lock,
  *     not an atomic). The memory itself is a flag, `retired`: recycling it
@@ -68,7 +80,8 @@
  *     `may_abandon` is chosen) at any moment the pump runs, not only after
  *     a grace period.
  *
- * Proves, for every interleaving and store-buffer drain order of x86-TSO:
+ * Proves, for every interleaving, on x86-TSO (every store-buffer drain
+ * order) and on the weak model (every value C11 lets each load read):
  *   - a cancel ends a wait promptly: when the owner takes the request in,
  *     the wait ends there with ECANCELED, or it had already ended — a wake
  *     that won PARKED -> EMPTY has its delivery on the way and the park
@@ -86,8 +99,17 @@
  *     cancel request or a wake's delivery for it is on its way — from the
  *     compare-exchange that committed to it until the owner took it in;
  *     and a request owed is paid exactly once (owed never goes below 0);
- *   - a cancel that starts after the finish returns EINVAL and changes
- *     nothing (it pushes nothing and sets no bit).
+ *   - a cancel that starts after the finish changes nothing (it pushes
+ *     nothing and sets no bit), and on x86 returns EINVAL (on the weak
+ *     model it may also say 0, cancelled already: see canceller());
+ *   - with PUBLISH, what the orders publish: a waker that finds C
+ *     finished (EINVAL) sees C's last writes (`finished`: release store,
+ *     acquire load); a coroutine that sees CANCELED sees what the
+ *     canceller wrote before its coro_cancel() (mark_canceled()'s CAS
+ *     releases, coro__is_canceled() acquires); a wake that pushes
+ *     c->remote again writes it only after the owner has read the last
+ *     request in it (the park's EMPTY -> PARKED releases, the wake's CAS
+ *     that reads PARKED acquires: the "acquire" comment of coro_wake()).
  *
  * Mutants, each a known-bad variant the search must catch:
  *   MUTANT_NO_IN_FLIGHT   run_coroutine() does not look at IN_FLIGHT after
@@ -109,7 +131,58 @@
  *   MUTANT_NO_CHECK       coro_park_until() does not check CANCELED before
  *                         it parks: a cancel taken in while the coroutine
  *                         was queued is lost, and it parks for good.
+ * Each fails on x86-TSO and on the weak model. Weak mutants, with PUBLISH
+ * (x86 runs each of them as the code: they pass on tso.pml):
+ *   MUTANT_WEAK_MARK          mark_canceled()'s CAS is acquire, not
+ *                             acq_rel: C sees CANCELED but not the
+ *                             canceller's REASON.
+ *   MUTANT_RELAXED_IS_CANCELED   coro__is_canceled() loads relaxed: the
+ *                             same.
+ *   MUTANT_RELAXED_FINISHED   run_coroutine() and abandon_one() store
+ *                             `finished` relaxed: a waker gets EINVAL but
+ *                             not C's RESULT.
+ *   MUTANT_RELAXED_FINISHED_LOAD  coro_wake() loads `finished` relaxed:
+ *                             the same.
+ *   MUTANT_WAKE_NO_ACQUIRE    coro_wake()'s CAS is release, not acq_rel:
+ *                             the second wake writes c->remote while the
+ *                             owner may still be reading the first request
+ *                             in it.
+ *   MUTANT_PARK_NO_RELEASE    the park's EMPTY -> PARKED is acquire, not
+ *                             acq_rel: the same.
+ *
+ * Orders of the code this model shows are not needed (each weakened to
+ * relaxed, or its unneeded half dropped, both runs still pass on the weak
+ * model):
+ *   - coroutine_main()'s fetch_or of FINISHED (acq_rel) and
+ *     abandon_one()'s (seq_cst): what makes the IN_FLIGHT handshake work
+ *     is that it is one RMW (MUTANT_PLAIN_FINISH), not its order: a
+ *     canceller's CAS comes before it in the word's order (its IN_FLIGHT
+ *     is read back) or after (it fails); nobody acquires it (a failed
+ *     CAS is relaxed), and the owner's own earlier cancel is its own
+ *     thread's. Relaxed would do.
+ *   - mark_canceled()'s acquire half: the canceller reads nothing after
+ *     it that the owner published (its request's node is written after
+ *     the CAS and published by the push).
+ *   - run_coroutine()'s acquire load of IN_FLIGHT: it reads back the
+ *     owner's own fetch_or (no other thread can change the word after
+ *     FINISHED), so relaxed gives the same value.
+ *   - take_in_cancel()'s seq_cst fetch_and: the request came through the
+ *     inbox (acquire), and an RMW reads the newest value whatever its
+ *     order.
+ *   - the owner's acq_rel on PARKED -> EMPTY (end_wait_canceled(),
+ *     timeout_wins(), abandon_one()): if it wins it read its own PARKED;
+ *     if it loses, the wake's request comes through the inbox; and a wake
+ *     that later reads its EMPTY only leaves a permit, whose consumer
+ *     acquires the wake's own release (park.pml).
  */
+#ifdef PUBLISH /* one canceller is enough; two wakes reuse c->remote */
+#ifndef NCANCEL
+#define NCANCEL 1
+#endif
+#ifndef WAKES
+#define WAKES 2
+#endif
+#endif
 #ifndef NCANCEL
 #define NCANCEL 2  /* threads that cancel (two: the node is pushed once) */
 #endif
@@ -129,9 +202,54 @@
 #define FIN 2       /* c->finished (coro_wake() reads it) */
 #define IN_CANCEL 3 /* c->cancel_remote is in the inbox */
 #define IN_READY 4  /* c->remote (a wake's READY) is in the inbox */
+/* With PUBLISH, plain data, written before a release and read after the
+ * acquire that must carry it (what the orders are for): */
+#define RESULT 5    /* what C wrote last (its result, its cleanups' work) */
+#define REASON 6    /* what a canceller wrote before its coro_cancel() */
+#define RNODE 7     /* c->remote's fields: 1 written by the waker, 0 once
+                       the owner has read them */
+#ifdef PUBLISH
+#define NWORDS 8
+#else
 #define NWORDS 5
+#endif
 
-#include "tso.pml"
+#include "memory.pml"
+
+/* The orders of the code; each weak mutant weakens one. */
+#ifdef MUTANT_WEAK_MARK
+#define MARK_ORDER MM_ACQ    /* mark_canceled()'s CAS without its release */
+#else
+#define MARK_ORDER MM_ACQ_REL
+#endif
+#ifdef MUTANT_RELAXED_IS_CANCELED
+#define IS_CANCELED_ORDER MM_RLX
+#else
+#define IS_CANCELED_ORDER MM_ACQ /* coro__is_canceled() */
+#endif
+#ifdef MUTANT_RELAXED_FINISHED
+#define FINISHED_STORE MM_RLX
+#else
+#define FINISHED_STORE MM_REL /* run_coroutine(), abandon_one() */
+#endif
+#ifdef MUTANT_RELAXED_FINISHED_LOAD
+#define FINISHED_LOAD MM_RLX
+#else
+#define FINISHED_LOAD MM_ACQ  /* coro_wake() */
+#endif
+#ifndef FINISH_ORDER
+#define FINISH_ORDER MM_ACQ_REL /* coroutine_main()'s fetch_or */
+#endif
+#ifdef MUTANT_WAKE_NO_ACQUIRE
+#define WAKE_ORDER MM_REL     /* coro_wake()'s CAS without its acquire */
+#else
+#define WAKE_ORDER MM_ACQ_REL
+#endif
+#ifdef MUTANT_PARK_NO_RELEASE
+#define PARK_ORDER MM_ACQ     /* the park's EMPTY -> PARKED without release */
+#else
+#define PARK_ORDER MM_ACQ_REL
+#endif
 
 /* The cancel word's bits (coro_impl.h). */
 #define CANCELED 1
@@ -166,22 +284,35 @@ byte cancel_coming; /* cancel requests committed (CAS won), not taken in */
 bool ready_coming;  /* a wake won PARKED -> EMPTY, READY not taken in */
 byte returned;      /* other threads done with the handle */
 
+/* PUBLISH: thread t writes data word d (relaxed) ... */
+inline publish(t, d) {
+#ifdef PUBLISH
+    mm_store(t, d, 1, MM_RLX)
+#else
+    skip
+#endif
+}
+
+/* ... and a thread that must see it reads it (relaxed, into `r`): the
+ * order that carries it lets it read nothing older. */
+inline must_see(t, d, r) {
+#ifdef PUBLISH
+    mm_load(t, d, r, MM_RLX);
+    assert(r == 1);
+    r = 0
+#else
+    skip
+#endif
+}
+
 /* ── Owner-side steps ───────────────────────────────────────────────── */
 
-/* How steps are grouped, here and in the other threads: each locked
- * instruction or load is one step, together with the local work that
- * follows it (an `atomic` block). No other thread can see local work, so
- * the grouping loses no interleaving; it only spares states. */
-
-/* A locked `or` / `and` (lock or, lock and, or a lock cmpxchg loop): the
- * store buffer drains, then one step on memory. tso.pml has no such
- * instruction; this is the same shape as its tso_fetch_add. */
-inline rmw_or(rmw_t, rmw_w, rmw_bits, rmw_old) {
-    d_step { tso_drain_all(rmw_t); rmw_old = mem[rmw_w]; mem[rmw_w] = rmw_old | rmw_bits }
-}
-inline rmw_and(rmw_t, rmw_w, rmw_bits, rmw_old) {
-    d_step { tso_drain_all(rmw_t); rmw_old = mem[rmw_w]; mem[rmw_w] = rmw_old & rmw_bits }
-}
+/* How steps are grouped, here and in the other threads: each atomic
+ * access is one step, together with the local work that follows it (an
+ * `atomic` block) where memory.pml allows (a load or a compare-exchange
+ * must end its atomic block: the local work after it is a step of its
+ * own). No other thread can see local work, so the grouping loses no
+ * interleaving; it only spares states. */
 
 /* coro__make_ready(): cancel its timer, end the wait, queue it. */
 inline make_ready(result) {
@@ -212,6 +343,15 @@ inline owed_paid() {
     retire_if_released()
 }
 
+/* The owner's compare-exchange PARKED -> EMPTY on the park word (acq_rel,
+ * failure acquire): end_wait_canceled(), timeout_wins(), abandon_one().
+ * ok: it won, the park is ended here; else a wake won. */
+inline end_park(ok) {
+    word = PARKED;
+    mm_cas(OWNER, PW, word, EMPTY, ok, MM_ACQ_REL);
+    word = 0
+}
+
 /* end_wait_canceled() */
 inline end_wait_canceled() {
     if
@@ -221,26 +361,22 @@ inline end_wait_canceled() {
 #ifdef MUTANT_NO_RECHECK
         make_ready(R_ECANCELED)
 #else
-        atomic {
-            word = PARKED;
-            tso_cas(OWNER, PW, word, EMPTY, ok);
-            if
-            :: ok -> make_ready(R_ECANCELED)
-            :: else -> skip /* a wake won: its result stands */
-            fi;
-            word = 0;
-            ok = false
-        }
+        end_park(ok);
+        if
+        :: ok -> ok = false; make_ready(R_ECANCELED)
+        :: else -> skip /* a wake won: its result stands */
+        fi
 #endif
     fi;
     /* Promptly: the wait is over now, or a wake's delivery is coming. */
     assert(waiting == W_NONE || ready_coming)
 }
 
-/* take_in_cancel(), after the request came off the inbox. */
+/* take_in_cancel(), after the request came off the inbox: fetch_and
+ * (seq_cst). */
 inline take_in_cancel() {
     atomic {
-        rmw_and(OWNER, CW, ALL_BUT_IN_FLIGHT, w);
+        mm_rmw(OWNER, CW, w, w & ALL_BUT_IN_FLIGHT, MM_SC);
         finished_seen = (w & FINISHED) != 0;
         w = 0
     };
@@ -260,23 +396,21 @@ inline take_in_ready() {
 }
 
 /* The owner's coro_cancel(C) (coro__sched_cancel(), owner branch), or a
- * close's cancel_members(): mark_canceled(c, 0), end the wait directly. */
+ * close's cancel_members(): mark_canceled(c, 0), end the wait directly.
+ * The owner writes its reason first, as a canceller does. */
 inline local_cancel() {
     local_cancel_done = true;
-    tso_load(OWNER, CW, w);
+    publish(OWNER, REASON);
+    mm_load(OWNER, CW, w, MM_RLX);
     do
     :: (w & FINISHED) -> assert(false) /* C is alive here */
     :: (w & CANCELED) && !(w & FINISHED) -> cancel_seen = true; w = 0; break
     :: !(w & (CANCELED | FINISHED)) ->
-        atomic {
-            tso_cas(OWNER, CW, w, w | CANCELED, ok);
-            if
-            :: ok -> w = 0
-            :: else -> skip /* w reloaded */
-            fi
-        };
+        mm_cas(OWNER, CW, w, w | CANCELED, ok, MARK_ORDER); /* w reloaded
+                                                             if it fails */
         if
-        :: ok -> ok = false; cancel_seen = true; end_wait_canceled(); break
+        :: ok -> d_step { ok = false; w = 0; cancel_seen = true };
+            end_wait_canceled(); break
         :: else -> skip
         fi
     od
@@ -288,29 +422,27 @@ inline fire_timer() {
     if
     :: waiting == W_SLEEP -> make_ready(R_OK)
     :: waiting == W_PARK ->
-        atomic {
-            word = PARKED;
-            tso_cas(OWNER, PW, word, EMPTY, ok);
-            if
-            :: ok -> make_ready(R_ETIMEDOUT)
-            :: else -> skip /* a wake won: its delivery is on the way */
-            fi;
-            word = 0;
-            ok = false
-        }
+        end_park(ok);
+        if
+        :: ok -> ok = false; make_ready(R_ETIMEDOUT)
+        :: else -> skip /* a wake won: its delivery is on the way */
+        fi
     fi
 }
 
 /* coro__is_canceled(self), in a blocking call or coro_canceled(): an
- * acquire load (a plain mov). Once the owner has set or taken in the flag,
- * it must see it. */
+ * acquire load. Once the owner has set or taken in the flag, it must see
+ * it; and once it sees it, it sees what the canceller wrote before its
+ * coro_cancel() (the CAS's release). */
 inline check_canceled(r) {
-    atomic {
-        tso_load(OWNER, CW, w);
-        r = (w & CANCELED) != 0;
-        assert(r || !cancel_seen);
-        w = 0
-    }
+    mm_load(OWNER, CW, w, IS_CANCELED_ORDER);
+    r = (w & CANCELED) != 0;
+    assert(r || !cancel_seen);
+    if
+    :: r -> must_see(OWNER, REASON, w)
+    :: else -> skip
+    fi;
+    w = 0
 }
 
 /* abandon_one(): C, suspended (waiting or queued), is given up on by the
@@ -319,21 +451,17 @@ inline abandon_one() {
     timer_armed = false;
     if
     :: waiting == W_PARK ->
-        atomic {
-            word = PARKED;
-            tso_cas(OWNER, PW, word, EMPTY, ok);
-            if
-            :: !ok -> assert(ready_coming); owe() /* a wake won */
-            :: else -> skip
-            fi;
-            word = 0;
-            ok = false
-        }
+        end_park(ok);
+        if
+        :: !ok -> assert(ready_coming); owe() /* a wake won */
+        :: else -> ok = false
+        fi
     :: else -> skip
     fi;
     d_step { waiting = W_NONE; queued = false; pc = 0; i = 0 };
+    publish(OWNER, RESULT); /* its cleanups run */
     atomic {
-        rmw_or(OWNER, CW, FINISHED, w);
+        mm_rmw(OWNER, CW, w, w | FINISHED, MM_SC); /* atomic_fetch_or */
         if
         :: (w & IN_FLIGHT) -> owe() /* a cancel request is coming */
         :: else -> skip
@@ -341,7 +469,7 @@ inline abandon_one() {
         w = 0;
         done = true
     };
-    tso_store(OWNER, FIN, 1);
+    mm_store(OWNER, FIN, 1, FINISHED_STORE);
     retire_if_released()
 }
 
@@ -358,7 +486,7 @@ inline abandon_one() {
 #define K_SLEEP 3
 
 active proctype owner() {
-    /* C as its owner sees it (owner thread only: no store buffer needed). */
+    /* C as its owner sees it (owner thread only: no atomics needed). */
     byte waiting;       /* W_NONE, W_SLEEP or W_PARK */
     bool queued;        /* in the ready queue */
     bool timer_armed;   /* its wait has a deadline, the timer not fired yet */
@@ -390,18 +518,24 @@ pump:
      * if that lasts for ever, SPIN reports an invalid end state. */
     do
     :: !done && queued -> queued = false; break /* run_one(): resume C */
-    :: d_step { /* the owner's locked exchange takes the request */
-           mem[IN_CANCEL] == 1 -> tso_drain_all(OWNER); mem[IN_CANCEL] = 0;
+    :: atomic { /* the owner's exchange on the inbox (acquire) takes it */
+           mm_await_rmw(OWNER, IN_CANCEL, mem[IN_CANCEL] == 1, old, 0, MM_ACQ);
+           old = 0;
            cancel_coming--
        };
        take_in_cancel()
     :: atomic {
-           d_step {
-               mem[IN_READY] == 1 -> tso_drain_all(OWNER); mem[IN_READY] = 0;
-               ready_coming = false
-           };
-           take_in_ready()
-       }
+           mm_await_rmw(OWNER, IN_READY, mem[IN_READY] == 1, old, 0, MM_ACQ);
+           old = 0;
+           ready_coming = false
+       };
+       /* PUBLISH: take_in() reads c->remote's fields (the push carried
+        * them), then is done with them. */
+       must_see(OWNER, RNODE, w);
+#ifdef PUBLISH
+       mm_store(OWNER, RNODE, 0, MM_RLX);
+#endif
+       take_in_ready()
     :: !done && timer_armed -> fire_timer()
     :: !done && !local_cancel_done -> local_cancel()
     :: !done && may_abandon -> abandon_one()
@@ -454,9 +588,10 @@ next_call:
         goto pump
     :: !canceled && kind != K_SLEEP -> skip
     fi;
-    /* coro_park_until(), not cancelled: take a permit, or park. */
+    /* coro_park_until(), not cancelled: take a permit (exchange, acquire),
+     * or park. */
     atomic {
-        tso_xchg(OWNER, PW, EMPTY, old);
+        mm_xchg(OWNER, PW, EMPTY, old, MM_ACQ);
         assert(old != PARKED); /* no stale PARKED of an earlier park */
         ok = old == PERMIT;
         old = 0
@@ -465,17 +600,15 @@ next_call:
     :: ok -> d_step { ok = false; kind = 0; rc = R_OK }; goto call_returned
     :: else -> skip
     fi;
-    atomic {
-        word = EMPTY;
-        tso_cas(OWNER, PW, word, PARKED, ok);
-        assert(ok || word == PERMIT); /* only a wake changes EMPTY */
-        word = 0
-    };
+    word = EMPTY;
+    mm_cas(OWNER, PW, word, PARKED, ok, PARK_ORDER); /* EMPTY -> PARKED */
+    assert(ok || word == PERMIT); /* only a wake changes EMPTY */
+    word = 0;
     if
     :: !ok ->
         /* A wake came in between: consume its permit, by an exchange. */
         atomic {
-            tso_xchg(OWNER, PW, EMPTY, old);
+            mm_xchg(OWNER, PW, EMPTY, old, MM_ACQ);
             assert(old == PERMIT);
             old = 0;
             kind = 0;
@@ -503,27 +636,28 @@ call_returned:
     fi;
 
 finish:
-    /* coroutine_main(): the function returned; cleanups; FINISHED. */
+    /* coroutine_main(): the function returned (its result, its cleanups:
+     * plain writes); then FINISHED. */
+    publish(OWNER, RESULT);
 #ifdef MUTANT_PLAIN_FINISH
-    tso_load(OWNER, CW, w);
-    tso_store(OWNER, CW, w | FINISHED);
+    mm_load(OWNER, CW, w, MM_RLX);
+    mm_store(OWNER, CW, w | FINISHED, MM_RLX);
 #else
-    rmw_or(OWNER, CW, FINISHED, w);
+    mm_rmw(OWNER, CW, w, w | FINISHED, FINISH_ORDER);
 #endif
-    /* run_coroutine(), after the resume: C is done. */
+    /* run_coroutine(), after the resume: C is done. `finished` with
+     * release, then the cancel word (acquire) for IN_FLIGHT. */
     d_step { done = true; pc = 0; i = 0; w = 0 };
-    tso_store(OWNER, FIN, 1); /* release store: a plain mov */
-    atomic {
-        tso_load(OWNER, CW, w);
+    mm_store(OWNER, FIN, 1, FINISHED_STORE);
+    mm_load(OWNER, CW, w, MM_ACQ);
 #ifndef MUTANT_NO_IN_FLIGHT
-        if
-        :: (w & IN_FLIGHT) -> owe() /* its request is on the way */
-        :: else -> skip
-        fi;
+    if
+    :: (w & IN_FLIGHT) -> owe() /* its request is on the way */
+    :: else -> skip
+    fi;
 #endif
-        w = 0;
-        retire_if_released() /* joinable: not before coro_destroy() */
-    };
+    w = 0;
+    retire_if_released(); /* joinable: not before coro_destroy() */
     goto pump;
 
 gone:
@@ -534,63 +668,66 @@ gone:
 
 /* ── Other threads ──────────────────────────────────────────────────── */
 
-/* coro_cancel(C) from another thread: coro__sched_cancel(). Each locked
- * instruction is one step, together with the local decisions that follow
- * it (no other thread can see those). */
+/* coro_cancel(C) from another thread: coro__sched_cancel(). */
 proctype canceller(byte t) {
-    int word;
+    int word, old;
     byte rc;
     bool finished_before;
 
+    /* The canceller's own reason to cancel, written before the call: the
+     * coroutine that sees CANCELED must see it. */
+    publish(t, REASON);
     /* mark_canceled(c, IN_FLIGHT): a relaxed load, then the CAS loop. The
      * ghost notes whether C had finished before this call began (FINISHED
-     * is set by a locked instruction: memory is the truth). */
-    d_step {
+     * is set by an RMW: the newest value is the truth). */
+    atomic {
         finished_before = (mem[CW] & FINISHED) != 0;
-        tso_load(t, CW, word)
+        mm_load(t, CW, word, MM_RLX)
     };
     do
-    :: atomic {
-        d_step {
-            if
-            :: (word & FINISHED) -> rc = R_EINVAL
-            :: (word & CANCELED) && !(word & FINISHED) -> rc = R_ALREADY
-            :: !(word & (CANCELED | FINISHED)) ->
-                /* lock cmpxchg; the ghost notes the commitment */
-                tso_drain_all(t);
-                if
-                :: mem[CW] == word ->
-                    mem[CW] = word | CANCELED | IN_FLIGHT;
-                    cancel_coming++;
-                    rc = R_OK
-                :: else -> word = mem[CW]; rc = R_RETRY /* reloaded */
-                fi
-            fi
-        };
+    :: (word & FINISHED) -> rc = R_EINVAL; break
+    :: (word & CANCELED) && !(word & FINISHED) -> rc = R_ALREADY; break
+    :: !(word & (CANCELED | FINISHED)) ->
+        /* compare_exchange_weak (acq_rel; relaxed on failure): it succeeds
+         * if `word` is still the newest value — the ghost notes the
+         * commitment in the same step — or fails (also spuriously) and
+         * reloads `word`. */
         if
-        :: rc != R_RETRY -> break
-        :: else -> skip
+        :: atomic {
+               mm_await_rmw(t, CW, mem[CW] == word, old,
+                            old | CANCELED | IN_FLIGHT, MARK_ORDER);
+               cancel_coming++;
+               old = 0;
+               rc = R_OK
+           };
+           break
+        :: atomic { mem[CW] != word -> mm_load(t, CW, word, MM_RLX) }
         fi
-       }
     od;
-    atomic {
-        if
-        :: rc == R_OK ->
-            d_step { /* c->cancel_remote onto the inbox (a locked CAS) */
-                tso_drain_all(t);
-                assert(!retired);
-                assert(mem[IN_CANCEL] == 0); /* a node is never in it twice */
-                mem[IN_CANCEL] = 1
-            }
-        :: else -> skip /* already cancelled (0) or EINVAL: nothing sent */
-        fi;
-        /* After the finish: EINVAL, and nothing was touched. */
-        assert(!finished_before || rc == R_EINVAL);
-        assert(rc != R_EINVAL || (mem[CW] & FINISHED));
-        /* Returned: the handle is given back. (Merging the push and the
-         * return into one step loses no behaviour of the owner's: the
-         * return only lets the owner call coro_destroy(), which it may
-         * also put off.) Scratch cleared: fewer states. */
+    if
+    :: rc == R_OK ->
+        atomic { /* c->cancel_remote onto the inbox (a seq_cst CAS) */
+            assert(!retired);
+            mm_rmw(t, IN_CANCEL, old, 1, MM_SC);
+            assert(old == 0); /* a node is never in it twice */
+            old = 0
+        }
+    :: else -> skip /* already cancelled (0) or EINVAL: nothing sent */
+    fi;
+    /* After the finish: nothing was touched. On x86 FINISHED, set by a
+     * locked instruction, is in memory for every later load, so the call
+     * says EINVAL; C11 promises that only to a cancel that happens after
+     * the finish, and a relaxed load may still read the word from before
+     * it, find CANCELED and say 0 (cancelled already). */
+#ifdef MM_WEAK
+    assert(!finished_before || rc != R_OK);
+#else
+    assert(!finished_before || rc == R_EINVAL);
+#endif
+    assert(rc != R_EINVAL || (mem[CW] & FINISHED));
+    /* Returned: the handle is given back. Scratch cleared: fewer
+     * states. */
+    d_step {
         returned++;
         word = 0;
         rc = 0;
@@ -600,55 +737,52 @@ proctype canceller(byte t) {
 
 /* coro_wake(C) from another thread. */
 active proctype waker() {
-    int w;
+    int w, old;
     bool ok;
     byte i;
 
     for (i : 1 .. WAKES) {
-        atomic {
-            tso_load(WAKER, FIN, w);
-            ok = w != 0; /* EINVAL: finished */
-            w = 0
-        };
+        mm_load(WAKER, FIN, w, FINISHED_LOAD);
         if
-        :: ok -> ok = false
+        :: w != 0 -> /* EINVAL: finished; and C's last writes are seen */
+            must_see(WAKER, RESULT, w);
+            w = 0
         :: else ->
-            tso_load(WAKER, PW, w);
+            mm_load(WAKER, PW, w, MM_RLX);
             do
-            :: atomic {
-                d_step { /* lock cmpxchg: PARKED -> EMPTY, else -> PERMIT */
-                    tso_drain_all(WAKER);
-                    if
-                    :: mem[PW] == w ->
-                        mem[PW] = (w == PARKED -> EMPTY : PERMIT);
-                        ok = true;
-                        if
-                        :: w == PARKED -> assert(!ready_coming); ready_coming = true
-                        :: else -> skip
-                        fi
-                    :: else -> w = mem[PW]; ok = false
-                    fi
-                };
-                if
-                :: ok -> break
-                :: else -> skip
-                fi
-               }
+            :: /* compare_exchange_weak: PARKED -> EMPTY, else -> PERMIT
+                * (acq_rel; relaxed on failure, which reloads w) */
+               atomic {
+                   mm_await_rmw(WAKER, PW, mem[PW] == w, old,
+                                (w == PARKED -> EMPTY : PERMIT), WAKE_ORDER);
+                   old = 0;
+                   if
+                   :: w == PARKED -> assert(!ready_coming); ready_coming = true
+                   :: else -> skip
+                   fi
+               };
+               break
+            :: atomic { mem[PW] != w -> mm_load(WAKER, PW, w, MM_RLX) }
             od;
-            atomic {
-                if
-                :: w == PARKED ->
-                    d_step { /* coro__deliver_ready(): push c->remote */
-                        tso_drain_all(WAKER);
-                        assert(!retired);
-                        assert(mem[IN_READY] == 0);
-                        mem[IN_READY] = 1
-                    }
-                :: else -> skip
-                fi;
-                w = 0;
-                ok = false
-            }
+            if
+            :: w == PARKED ->
+#ifdef PUBLISH
+                /* c->remote is written again: the owner must be done
+                 * with its last request (it has read its fields), which
+                 * the CAS's acquire of the park's PARKED (release) gives. */
+                mm_load(WAKER, RNODE, old, MM_RLX);
+                assert(old == 0);
+                mm_store(WAKER, RNODE, 1, MM_RLX);
+#endif
+                atomic { /* coro__deliver_ready(): push c->remote */
+                    assert(!retired);
+                    mm_rmw(WAKER, IN_READY, old, 1, MM_SC);
+                    assert(old == 0);
+                    old = 0
+                }
+            :: else -> skip
+            fi;
+            w = 0
         fi
     };
     returned++
@@ -659,7 +793,7 @@ init {
 
     atomic {
         for (t : 0 .. NTHREADS - 1) {
-            run tso_flusher(t)
+            run mm_flusher(t)
         };
         for (t : 2 .. NTHREADS - 1) {
             run canceller(t)

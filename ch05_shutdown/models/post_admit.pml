@@ -31,15 +31,32 @@
  *
  * Abstracts: no coroutines are alive (work_remains() is posts_pending > 0;
  * alive_count() adds nothing to the handshake); the inbox is a counter of
- * requests, and coro__inbox_wait() is "block until the inbox is not empty"
- * (inbox.pml proves the real handshake gives exactly that); the node's
- * travels are in returned.pml. No thread makes a plain store to
- * posts_pending or posts_rejected (only locked read-modify-writes and
- * plain loads), so the store buffers of tso.pml stay empty and no flusher
- * runs. A failed allocation is a choice the search makes; take_in() lacks
+ * requests (a word: the push is a seq_cst RMW, the pump's take an acquire
+ * exchange, as in inbox.c, so the take sees what the producer did before
+ * its push), and coro__inbox_wait() is "block until the inbox is not
+ * empty" (inbox.pml proves the real handshake gives exactly that); the
+ * node's travels are in returned.pml. The owner's wait for the producers
+ * is a join: each producer's end is a release, the owner's wait an
+ * acquire. No thread makes a plain store, so tso.pml's store buffers stay
+ * empty. A failed allocation is a choice the search makes; take_in() lacks
  * memory at most NOMEM_TAKE_IN times in a run.
  *
- * Proves, for every interleaving:
+ * The orders (memory.pml): every atomic has the C11 order of the code.
+ * post_admit()'s compare-exchange and work_remains()'s load of
+ * posts_pending are relaxed in ch04_threads (its BUILD passes
+ * -DADMIT_ORDER=MM_RLX -DLOOK_ORDER=MM_RLX) and seq_cst in ch05_shutdown,
+ * where they are the two sides of the close handshake (close.pml, whose
+ * weak mutants weaken them). For what this model proves they are not
+ * needed, and it passes with either: the limit and the exact count rest
+ * on the atomicity of the read-modify-writes of one word (every change of
+ * posts_pending is one, and each reads the newest value, whatever its
+ * order); a pump that reads an old count either stops early in
+ * coro_sched_run() (harmless: the owner runs again) or waits on the
+ * inbox, whose own handshake wakes it; and the owner's last look comes
+ * after the joins, which order every producer's count before it.
+ *
+ * Proves, for every interleaving, on x86-TSO and on the weak model (every
+ * value C11 lets each load read):
  *   - at most MAX_POSTS pending, ever: the counter itself never goes over
  *     (assert after every change);
  *   - the counter is exactly the number of admitted posts not yet run: a
@@ -60,7 +77,8 @@
  * the pump tries again: here, the wait may return with the inbox still
  * empty.
  *
- * Mutants (each must fail):
+ * Mutants (each must fail, on both memory models; none is about an order,
+ * so there are no weak mutants, see above):
  *   -DMUTANT_ADD_THEN_UNDO  the old post_admit() (before commit 30a2e8c):
  *       fetch_add, and on overflow fetch_sub and refuse. The counter goes
  *       over the limit and counts a refused post (assert). With
@@ -81,9 +99,11 @@
 
 #define PENDING 0   /* s->posts_pending */
 #define REJECTED 1  /* s->posts_rejected */
-#define NWORDS 2
+#define INBOX 2     /* the inbox: requests pushed, not yet taken */
+#define DONE 3      /* producers finished: what the owner's joins see */
+#define NWORDS 4
 
-#include "tso.pml"
+#include "memory.pml"
 
 #ifndef MAX_POSTS
 #define MAX_POSTS 1
@@ -92,13 +112,19 @@
 #define NOMEM_TAKE_IN 1
 #endif
 
+/* The orders of remote.c and sched.c: ch05's by default (see the top). */
+#ifndef ADMIT_ORDER
+#define ADMIT_ORDER MM_SC /* post_admit()'s compare-exchange, on success */
+#endif
+#ifndef LOOK_ORDER
+#define LOOK_ORDER MM_SC  /* coro__posts_pending(), in work_remains() */
+#endif
+
 /* The owner's structures (its thread only). */
-byte inbox;     /* requests pushed, not yet taken (the inbox) */
 byte backlog;   /* taken, not yet in the ready queue (s->backlog) */
 byte ready;     /* posts in the ready queue */
 byte nomem_left = NOMEM_TAKE_IN; /* take_in() failures still allowed */
 bool local_posted; /* a post has posted on the owner's thread already */
-byte done;      /* producers finished */
 
 /* Ghosts: what really happened, to check the counters against. */
 byte counted;   /* posts admitted and not yet run (or unadmitted) */
@@ -120,7 +146,7 @@ inline check_count() {
 inline post_admit(t, admit) {
 #ifdef MUTANT_ADD_THEN_UNDO
     atomic {
-        tso_fetch_add(t, PENDING, 1, before);
+        mm_fetch_add(t, PENDING, 1, before, ADMIT_ORDER);
         if
         :: before < MAX_POSTS -> counted++
         :: else -> skip
@@ -130,20 +156,23 @@ inline post_admit(t, admit) {
     if
     :: before < MAX_POSTS -> admit = 1
     :: else ->
-        atomic { tso_fetch_add(t, PENDING, -1, x); check_count() };
-        atomic { tso_fetch_add(t, REJECTED, 1, x); refused++ };
+        atomic { mm_fetch_add(t, PENDING, -1, x, MM_RLX); check_count() };
+        atomic { mm_fetch_add(t, REJECTED, 1, x, MM_RLX); refused++ };
         admit = 0
     fi
 #else
-    tso_load(t, PENDING, before); /* relaxed load */
+    mm_load(t, PENDING, before, MM_RLX);
     do
     :: before >= MAX_POSTS ->
-        atomic { tso_fetch_add(t, REJECTED, 1, x); refused++ };
+        atomic { mm_fetch_add(t, REJECTED, 1, x, MM_RLX); refused++ };
         admit = 0;
         break
     :: else ->
         atomic {
-            tso_cas(t, PENDING, before, before + 1, admit);
+            /* its failure order, relaxed in the code, is here the success
+             * order without its release (mm_cas): a failed compare only
+             * gives the loop a newer `before` */
+            mm_cas(t, PENDING, before, before + 1, admit, ADMIT_ORDER);
             if :: admit -> counted++; check_count() :: else -> skip fi
         };
         if :: admit -> break :: else -> skip /* before holds the new count */ fi
@@ -153,13 +182,14 @@ inline post_admit(t, admit) {
 
 /* post_unadmit() on thread t */
 inline post_unadmit(t) {
-    atomic { tso_fetch_add(t, PENDING, -1, x); counted--; check_count() }
+    atomic { mm_fetch_add(t, PENDING, -1, x, MM_RLX); counted--; check_count() }
 }
 
-/* coro__inbox_push(): the request is in the inbox and the owner, if it
+/* coro__inbox_push() on thread t: the request is in the inbox (a seq_cst
+ * compare-exchange on its head, which releases) and the owner, if it
  * sleeps, wakes (inbox.pml). */
-inline inbox_push() {
-    d_step { inbox++; accepted++ }
+inline inbox_push(t) {
+    atomic { mm_rmw(t, INBOX, x, x + 1, MM_SC); accepted++ }
 }
 
 /* post_remote() on producer thread t */
@@ -170,7 +200,7 @@ inline post_remote(t) {
     :: admit ->
         if
         :: post_unadmit(t) /* malloc failed: ENOMEM */
-        :: inbox_push()
+        :: inbox_push(t)
         fi
     :: else -> skip /* EAGAIN */
     fi
@@ -179,7 +209,7 @@ inline post_remote(t) {
     :: skip /* post_node_get() failed: ENOMEM, nothing counted */
     :: post_admit(t, admit);
        if
-       :: admit -> inbox_push()
+       :: admit -> inbox_push(t)
        :: else -> skip /* EAGAIN: post_node_put(), the node is kept */
        fi
     fi
@@ -212,7 +242,7 @@ inline run_post() {
 /* coro__inbox_wait(&s->inbox, wake_at) with no timer: until a push. */
 inline inbox_wait() {
     if
-    :: inbox > 0 -> skip /* a push woke us (or was there already) */
+    :: mem[INBOX] > 0 -> skip /* a push woke us (or was there already) */
 #ifndef MUTANT_BACKLOG_SLEEPS
     :: backlog > 0 -> skip /* idle_until(): a short deadline while the
                             * backlog waits for memory; it expires */
@@ -223,13 +253,14 @@ inline inbox_wait() {
 /* pump_until(s, CORO_FOREVER, false) */
 inline pump_until() {
     do
-    :: tso_load(OWNER, PENDING, p); /* work_remains(): posts_pending() */
+    :: mm_load(OWNER, PENDING, p, LOOK_ORDER); /* work_remains() */
        if
        :: p == 0 -> break
        :: else -> skip
        fi;
-       /* drain_inbox(): the backlog first, then what the inbox holds */
-       d_step { backlog = backlog + inbox; inbox = 0 };
+       /* drain_inbox(): the backlog first, then what the inbox holds
+        * (coro__inbox_take(): an acquire exchange of its head) */
+       atomic { mm_xchg(OWNER, INBOX, 0, x, MM_ACQ); backlog = backlog + x };
        do
        :: backlog > 0 ->
            if
@@ -251,11 +282,12 @@ proctype owner() {
     bool admit;
 
     pump_until(); /* coro_sched_run() while the producers post */
-    done == 2;    /* the producers have finished (joined) */
+    /* The producers have finished: pthread_join() (acquire) */
+    mm_await(OWNER, DONE, mem[DONE] == 2, p, MM_ACQ);
     /* do coro_sched_run(s); while (coro_sched_destroy(s) == EBUSY); */
     do
     :: pump_until();
-       tso_load(OWNER, PENDING, p); /* destroy: work_remains()? */
+       mm_load(OWNER, PENDING, p, LOOK_ORDER); /* destroy: work_remains()? */
        if
        :: p == 0 -> break
        :: else -> skip /* EBUSY */
@@ -266,7 +298,7 @@ proctype owner() {
      * are right. */
     assert(ran == accepted);
     assert(counted == 0 && mem[PENDING] == 0);
-    assert(inbox == 0 && backlog == 0 && ready == 0);
+    assert(mem[INBOX] == 0 && backlog == 0 && ready == 0);
     assert(mem[REJECTED] == refused)
 }
 
@@ -278,11 +310,14 @@ proctype producer(byte t; byte posts) {
     for (i : 1 .. posts) {
         post_remote(t)
     }
-    done++
+    mm_fetch_add(t, DONE, 1, x, MM_REL) /* the thread ends: join sees it */
 }
 
 init {
     atomic {
+        run mm_flusher(OWNER);
+        run mm_flusher(PA);
+        run mm_flusher(PB);
         run owner();
         run producer(PA, 2);
         run producer(PB, 1)
