@@ -105,6 +105,33 @@ expect_no_line() {
 # The report line for one unnamed function: kind, name, file.
 unnamed() { echo "^ +$1 +$2 +[^ ]*/$3:[0-9]+$"; }
 
+# line_of REGEX: the number of the first output line matching REGEX, or 0.
+line_of() {
+  local n
+  n="$(grep -Enm1 -- "$1" <<<"$out" | cut -d: -f1)"
+  echo "${n:-0}"
+}
+
+# expect_order WHAT REGEX...: each REGEX matches a line, each one after the
+# previous one's first match.
+expect_order() {
+  local what="$1" previous=0 previous_regex="(the start)" regex n
+  shift
+  for regex in "$@"; do
+    n="$(line_of "$regex")"
+    if ((n == 0)); then
+      fail "$what: no line matches /$regex/"; echo "$out"; return
+    fi
+    if ((n <= previous)); then
+      fail "$what: /$regex/ (line $n) is not after /$previous_regex/" \
+           "(line $previous)"
+      echo "$out"; return
+    fi
+    previous=$n previous_regex=$regex
+  done
+  pass "$what"
+}
+
 # --------------------------------------------------------------------------
 # (a) identical chapters pass; one chapter passes vacuously; none is an error
 # --------------------------------------------------------------------------
@@ -333,11 +360,124 @@ expect_line "^--- ch01_base/coro.c$" "old file header"
 expect_line "^\+\+\+ ch02_next/coro.c$" "new file header"
 expect_line "^-    return a \+ b;$" "the old line"
 expect_line "^\+    return b \+ a;$" "the new line"
-expect_line "^Only in ch02_next: NEWS$" "a file only in one chapter"
+expect_line "^NEWS: new file, \+1 line; see --all$" "a file only in one chapter"
+run --raw ch01_base ch02_next
+expect_status 1 "--raw: chapters differ"
+expect_line "^diff -ru ch01_base/coro.c ch02_next/coro.c$" "--raw: diff's own header"
+expect_line "^-    return a \+ b;$" "--raw: the old line"
+expect_line "^Only in ch02_next: NEWS$" "--raw: a file only in one chapter, as diff says it"
 run ch01 ch02                            # unique prefixes work too
 expect_status 1 "chapters named by prefix"
 run ch01_base ch09_missing
 expect_status 2 "a missing chapter"
+run --all --check
+expect_status 2 "--all is for the diff, not --check"
+
+# --------------------------------------------------------------------------
+# (i) the diff comes concept first: file list, new library files whole (in
+#     reading order), changed code, examples, one line per other file
+# --------------------------------------------------------------------------
+
+case_ i_concept
+chapter ch01_base
+chapter ch02_next
+n="$repo/ch02_next"
+printf 'line one\nline two\nline three\nline four\n' > "$repo/ch01_base/BUILD.old"
+edit "$n/coro.c" "return a + b;" "return b + a;"
+printf 'int alarm_set(int when)\n{\n    return when;\n}\n' > "$n/alarm.c"
+printf 'int timer_add(int when)\n{\n    return when + 1;\n}\n' > "$n/timer.c"
+printf '/* timer.h */\nint timer_add(int when);\n' > "$n/timer.h"
+rm "$n/switch_x86_64.S"
+printf 'int main(void)\n{\n    return 0;\n}\n' > "$n/examples/tick.c"
+printf 'int main(void)\n{\n    return 1;\n}\n' > "$n/examples/tock.c"
+printf 'cc_library(name = "coro")\n' > "$n/BUILD"
+mkdir -p "$n/models" "$n/notes"
+printf 'active proctype p() { skip }\n' > "$n/models/m.pml"
+printf '# A note\n\nAbout timers.\n' > "$n/notes/n.md"
+for chapter_dir in "$repo/ch01_base" "$n"; do
+  printf 'a\nb\nc\nd\n' > "$chapter_dir/examples/BUILD"
+done
+edit "$n/examples/BUILD" "c" "C"
+# The lesson names tick.c first, but runs tock first; timer.c before alarm.c.
+cat > "$n/README.md" <<'EOF'
+# Chapter 2 — a fixture lesson
+
+The timers live in `timer.c` (woken by `tick.c`); alarms, in `alarm.c`.
+
+    ./tools/bazelw run //ch02_next/examples:tock
+    ./tools/bazelw run //ch02_next/examples:tick
+
+### What changed since chapter 1
+
+add(), alarm_set(), timer_add(); `tick.c` and `tock.c`: new.
+EOF
+run ch01_base ch02_next
+expect_status 1 "chapters differ"
+expect_line "^ch01_base -> ch02_next: 13 files differ, \+[0-9]+ -[0-9]+ lines$" "a header line first"
+[[ "$(head -1 <<<"$out")" == "ch01_base -> ch02_next: "* ]] \
+  && pass "the header is the first line" || fail "the first line: $(head -1 <<<"$out")"
+expect_order "the file list, grouped, before every diff" \
+  "^Library code$" "^  timer\.h +new +\+2$" "^  timer\.c +new +\+4$" \
+  "^  alarm\.c +new +\+4$" "^  coro\.c +\+1 +-1$" \
+  "^  switch_x86_64\.S +removed +-27$" \
+  "^Examples$" "^  examples/tock\.c +new +\+4$" "^  examples/tick\.c +new +\+4$" \
+  "^Lesson, notes, models, tests and build files$" "^  BUILD +new +\+1$" \
+  "^  BUILD\.old +removed +-4$" "^  README\.md +\+[0-9]+ +-[345]$" \
+  "^  examples/BUILD +\+1 +-1$" "^  models/m\.pml +new +\+1$" \
+  "^  notes/n\.md +new +\+3$" "^==== " "^diff "
+expect_order "new library files whole, headers first, then as the lesson names them" \
+  "^==== New library files" \
+  "^diff -ruN ch01_base/timer\.h ch02_next/timer\.h$" "^--- /dev/null$" \
+  "^\+\+\+ ch02_next/timer\.h$" "^@@ -0,0 \+1,2 @@$" "^\+/\* timer\.h \*/$" \
+  "^\+int timer_add\(int when\);$" \
+  "^\+\+\+ ch02_next/timer\.c$" "^\+    return when \+ 1;$" \
+  "^\+\+\+ ch02_next/alarm\.c$" "^\+    return when;$"
+expect_order "then the changed library code, then the examples" \
+  "^\+\+\+ ch02_next/alarm\.c$" "^==== Changed library code ====$" \
+  "^diff -ru ch01_base/coro\.c ch02_next/coro\.c$" "^\+    return b \+ a;$" \
+  "^--- ch01_base/switch_x86_64\.S$" "^\+\+\+ /dev/null$" \
+  "^==== Examples ====$" "^\+\+\+ ch02_next/examples/tock\.c$" \
+  "^\+\+\+ ch02_next/examples/tick\.c$" "^==== Lesson, notes"
+expect_order "then one line per other file, in path order" \
+  "^==== Lesson, notes, models, tests and build files \(one line each; --all prints them\) ====$" \
+  "^BUILD: new build file, \+1 line; see --all$" \
+  "^BUILD\.old: file removed, -4 lines; see --all$" \
+  "^README\.md: lesson rewritten, \+[0-9]+ -[345] lines; see --all$" \
+  "^examples/BUILD: build file changed, \+1 -1 lines; see --all$" \
+  "^models/m\.pml: new model, \+1 line; see --all$" \
+  "^notes/n\.md: new note, \+3 lines; see --all$"
+expect_no_line "^\+\+\+ ch02_next/(README\.md|BUILD|models/m\.pml|notes/n\.md)$" \
+  "without --all, the other files are not shown"
+expect_no_line "^\+### What changed" "nor the lesson's text"
+
+run --all ch01_base ch02_next
+expect_status 1 "--all: chapters differ"
+expect_order "--all: the same order, the other files in full at the end" \
+  "^Library code$" "^==== New library files" "^==== Changed library code" \
+  "^==== Examples ====$" \
+  "^==== Lesson, notes, models, tests and build files ====$" \
+  "^\+\+\+ ch02_next/BUILD$" "^\+cc_library\(name = \"coro\"\)$" \
+  "^--- ch01_base/BUILD\.old$" \
+  "^\+\+\+ ch02_next/README\.md$" "^-Nothing: this is the first chapter\.$" \
+  "^\+### What changed since chapter 1$" "^\+\+\+ ch02_next/examples/BUILD$" "^\+C$" \
+  "^\+\+\+ ch02_next/models/m\.pml$" "^\+\+\+ ch02_next/notes/n\.md$" \
+  "^\+About timers\.$"
+expect_no_line "see --all" "--all: no summary lines"
+
+run --raw ch01_base ch02_next
+expect_status 1 "--raw: chapters differ"
+expect_line "^Only in ch02_next: timer\.c$" "--raw: a new file, as diff says it"
+expect_line "^Only in ch02_next: models$" "--raw: a new directory, as diff says it"
+expect_no_line "^==== " "--raw: no sections"
+
+# A binary file is listed and named, never printed.
+printf 'a\0b' > "$n/blob.bin"
+run ch01_base ch02_next
+expect_line "^  blob\.bin +new +binary$" "a binary file in the list"
+expect_line "^blob\.bin: new file \(binary\)$" "and its one line"
+run --all ch01_base ch02_next
+expect_line "^Binary files ch01_base/blob\.bin and ch02_next/blob\.bin differ$" \
+  "--all: diff's line for a binary file"
 
 # --------------------------------------------------------------------------
 
