@@ -188,7 +188,9 @@ int coro_destroy(coro *c);
  * and the process dies of an ordinary `SIGSEGV`. With it, a `SIGSEGV` or
  * `SIGBUS` whose address lies in the running coroutine's guard page prints
  * `coro: stack overflow in coroutine 0x... (stack N bytes)` to stderr and
- * calls `abort()`. Every other fault is left to the default action.
+ * calls `abort()`. Any other fault is handed back to whatever handled the
+ * signal before this call (the default action, unless the program had a
+ * handler of its own), and the faulting instruction runs again under it.
  *
  * The handler runs on an alternate signal stack (the faulting stack is
  * full). The calling thread gets its own alternate stack now; any other

@@ -155,7 +155,8 @@ static void tools_after_switch(struct coro_thread *t, coro *self)
  * coro_yield(), and the other side, when it switches back, jumps straight
  * there. No `ret` runs on the way back. A `ret` here would be predicted
  * from the CPU's return-stack buffer, which only saw the calls made on the
- * *other* stack: wrong on every switch (ch01's README has the figures).
+ * *other* stack: wrong on every switch (Chapter 1's notes/performance.md
+ * has the figures).
  * For that, nothing may be left to do after the switch: so the side that
  * leaves does all the bookkeeping for the side that arrives (states,
  * current coroutine, the result its call returns) before it jumps. */

@@ -41,8 +41,8 @@
  * The low six bits of MXCSR are status flags (an inexact result, an
  * overflow, ...): sticky, set by ordinary floating-point code, and
  * caller-saved (psABI §3.2.3). For MXCSR the cheap way depends on the CPU
- * (coro_context_set_mxcsr_mode() in context.h; the figures are in the
- * chapter's lesson, "Restoring MXCSR: two CPUs, two ways"):
+ * (coro_context_set_mxcsr_mode() in context.h; the figures are in
+ * Chapter 1's notes/performance.md, "Restoring MXCSR: two CPUs, two ways"):
  *
  *  - COMPARE (Intel): read our word back, and load "to"'s only when a
  *    control bit (rounding, flush-to-zero, exception masks) differs. The
