@@ -101,6 +101,8 @@ def course_bar(root, chapters, current, up):
                      % (mark, up, chapter, esc(title), chapter_number(chapter)))
     parts.append("</span>")
     if current:
+        parts.append('<span class="course-chapter">%s</span>'
+                     % esc(short_title(chapter_title(root, current))))
         parts.append('<span class="course-pages">'
                      '<a href="index.html">Lesson</a>'
                      '<a href="coro_8h.html">API</a>'
