@@ -33,8 +33,8 @@ struct coro_thread {
     coro_context native;    /* the thread's own stack, while it is away */
 #ifdef CORO_ASAN
     void *asan_fake_stack;
-    const void *stack_bottom; /* the thread's own stack, learnt on the */
-    size_t stack_size;        /* first switch away from it */
+    const void *stack_bottom; /* the thread's own stack, learnt again */
+    size_t stack_size;        /* on each switch away from it */
     bool leaving_own_stack;   /* the switch in progress starts there */
 #endif
 #ifdef CORO_TSAN

@@ -224,7 +224,8 @@ int coro__wait(coro *self, coro_wait why, uint64_t deadline);
  * queue it. */
 void coro__make_ready(coro *c, int result);
 
-/* The running coroutine if it is run by a scheduler, else NULL. */
+/* The running coroutine if it is run by a scheduler and is what runs now
+ * (not a post of a pump it entered), else NULL: the one that may wait. */
 coro *coro__scheduled_self(void);
 
 /* now + ns, or CORO_FOREVER if that is past the end of time. */

@@ -38,7 +38,13 @@ coro *coro__scheduled_self(void)
 {
     coro *self = coro_self();
 
-    return self != NULL && self->sched != NULL ? self : NULL;
+    /* In a post of a pump that a coroutine of another scheduler entered,
+     * coro_self() is that coroutine (the post runs on its stack), but the
+     * code running is the post: coro_sched_self() names the pump's
+     * scheduler, not the coroutine's, and the post may not wait. */
+    if (self == NULL || self->sched == NULL || coro_sched_self() != self->sched)
+        return NULL;
+    return self;
 }
 
 int coro_sleep(uint64_t ns)

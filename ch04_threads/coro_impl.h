@@ -306,7 +306,8 @@ void coro__deliver_ready(coro *c);
 /* Whether the calling thread owns `c`. */
 bool coro__on_owner_thread(const coro *c);
 
-/* The running coroutine if it is run by a scheduler, else NULL. */
+/* The running coroutine if it is run by a scheduler and is what runs now
+ * (not a post of a pump it entered), else NULL: the one that may wait. */
 coro *coro__scheduled_self(void);
 
 /* now + ns, or CORO_FOREVER if that is past the end of time. */

@@ -412,11 +412,16 @@ void coro__deliver_ready(coro *c);
  * their conversion to nanoseconds (stats.c). */
 uint64_t coro__ticks(void);
 uint64_t coro__ticks_to_ns(uint64_t ticks);
+/* Find the counter's rate, once a process (2 ms against CLOCK_MONOTONIC on
+ * x86-64; read from a register on AArch64): called by every scheduler's
+ * creation, so no pump measures it inside a resume's window. */
+void coro__ticks_rate_measure(void);
 
 /* Whether the calling thread owns `c`. */
 bool coro__on_owner_thread(const coro *c);
 
-/* The running coroutine if it is run by a scheduler, else NULL. */
+/* The running coroutine if it is run by a scheduler and is what runs now
+ * (not a post of a pump it entered), else NULL: the one that may wait. */
 coro *coro__scheduled_self(void);
 
 /* now + ns, or CORO_FOREVER if that is past the end of time. */

@@ -637,6 +637,7 @@ coro_sched *coro_sched_create_limit(size_t max_posts)
     s->owner = coro__thread_id();
     s->max_posts = max_posts;
     atomic_init(&s->stack_size, coro__usable_stack_size(0));
+    coro__ticks_rate_measure(); /* the first time: 2 ms, outside any pump */
     return s;
 }
 

@@ -2914,6 +2914,51 @@ TEST(Stats, NullIsEinvalAndAnotherThreadIsEperm) {
 }
 
 // A fresh scheduler reads all zeros and open, whatever `out` held before.
+// The counter's rate is measured once a process, for 2 ms on x86-64. The
+// first scheduler's creation measures it, so no pump does inside a
+// resume's window: in a fresh process (a threadsafe death test re-runs the
+// binary), coroutines that only yield read a longest resume far below
+// 2 ms. (When the first window's close measured it, every run charged
+// those 2 ms to a resume.) On a loaded machine a reading of 2 ms or more
+// may also be the OS preempting the pump; then the thread's CPU time says
+// which: the measuring is a busy loop, preemption uses no CPU.
+uint64_t ThreadCpuNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * CORO_SEC +
+         static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void YieldingCoroutinesReadMicroseconds() {
+  coro_sched* s = coro_sched_create();
+  if (s == nullptr) _exit(2);
+  for (int i = 0; i < 3; ++i)
+    if (Go(s, [] {
+          for (int n = 0; n < 3; ++n) coro_yield();
+        }) != 0)
+      _exit(2);
+  const uint64_t cpu_before = ThreadCpuNs();
+  if (coro_sched_run(s) != 0) _exit(2);
+  const uint64_t cpu_in_run = ThreadCpuNs() - cpu_before;
+  coro_stats st{};
+  if (coro_sched_stats(s, &st) != 0 || coro_sched_destroy(s) != 0) _exit(2);
+  if (st.longest_resume_ns < 2 * kMs) _exit(0);
+  std::fprintf(stderr, "longest resume %llu ns, CPU in the run %llu ns\n",
+               static_cast<unsigned long long>(st.longest_resume_ns),
+               static_cast<unsigned long long>(cpu_in_run));
+  _exit(cpu_in_run < kMs ? 0 : 1);  // preempted, not measuring: no verdict
+}
+
+class StatsDeathTest : public ::testing::Test {
+ protected:
+  void SetUp() override { coro_test::UseThreadsafeDeathTests(); }
+};
+
+TEST_F(StatsDeathTest, TheFirstSchedulerMeasuresTheCounterOutsideAnyResume) {
+  EXPECT_EXIT(YieldingCoroutinesReadMicroseconds(),
+              ::testing::ExitedWithCode(0), "");
+}
+
 TEST(Stats, AFreshSchedulerReadsZero) {
   coro_sched* s = coro_sched_create();
   ASSERT_NE(s, nullptr);

@@ -501,6 +501,29 @@ TEST_F(WaitContext, InAPostIsEperm) {
   EXPECT_TRUE(ran);
 }
 
+// A post of a pump that a coroutine of another scheduler entered runs on
+// that coroutine's stack, so coro_self() is the coroutine; the code running
+// is still a post, and a wait there would suspend the other scheduler's
+// coroutine with this pump inside it.
+void PostTriesToWait(coro_sched*, void* arg) {
+  ExpectEveryWaitIsEperm("in a post of a pump a coroutine entered");
+  *static_cast<bool*>(arg) = true;
+}
+
+TEST_F(WaitContext, InAPostOfAPumpACoroutineEnteredIsEperm) {
+  bool ran = false;
+  Go([&] {
+    coro_sched* inner = coro_sched_create();
+    ASSERT_NE(inner, nullptr);
+    ASSERT_EQ(coro_post(inner, PostTriesToWait, &ran), 0);
+    EXPECT_EQ(coro_sched_run(inner), 0);
+    EXPECT_EQ(coro_sched_destroy(inner), 0);
+    EXPECT_EQ(coro_sleep(0), 0);  // the coroutine itself can still wait
+  });
+  EXPECT_EQ(Pump(), 0);
+  EXPECT_TRUE(ran);
+}
+
 void* HandMadeTriesToWait(void* arg) {
   ExpectEveryWaitIsEperm(static_cast<const char*>(arg));
   // A coroutine of coro_create() is not one coro_wake() can wake.

@@ -25,6 +25,18 @@ the test's files. Tagged "nosan": the sanitizer and Valgrind
 configurations instrument C code, not models; "model" lets a run select
 them (--test_tag_filters=model).
 
+The mutants are tagged "mutant" and "manual": `bazel test //...` (the
+README's test command) leaves them out, and the package's test suite
+`mutants`, made by
+
+    spin_mutants_suite()
+
+at the end of the BUILD file, runs them all:
+`bazel test //chNN_x/models:mutants` (a CI step of its own). A mutant
+named on the command line runs as any test does. (The mutants are half
+the models' test time and check the models, not the code: a change to
+the code that breaks a model fails a model test, in `//...`.)
+
     spin_litmus(name = "litmus_test", cases = [
         ("SB relaxed", "fail", "fail", ["-DTEST_SB"]),
         ...
@@ -38,7 +50,9 @@ forbid it.
 
 MEMORY_MODELS = ["memory.pml", "tso.pml", "weak.pml"]
 
-def _spin_test(name, expect, files, defines, size):
+MUTANT_TAGS = ["mutant", "manual"]
+
+def _spin_test(name, expect, files, defines, size, tags = []):
     native.sh_test(
         name = name,
         size = size,
@@ -46,7 +60,7 @@ def _spin_test(name, expect, files, defines, size):
         args = ["--expect", expect] + ["$(location %s)" % f for f in files] +
                (["--"] + defines if defines else []),
         data = files,
-        tags = ["nosan", "model"],
+        tags = ["nosan", "model"] + tags,
     )
 
 def spin_model(name, model, includes = [], defines = [], mutants = {}, weak_mutants = {}, size = "medium"):
@@ -55,10 +69,25 @@ def spin_model(name, model, includes = [], defines = [], mutants = {}, weak_muta
     _spin_test(name + "_model_test", "pass", files, defines, size)
     _spin_test(name + "_weak_model_test", "pass", files, defines + ["-DMM_WEAK"], size)
     for key, mutant_defines in mutants.items():
-        _spin_test("%s_mutant_%s_test" % (name, key), "fail", files, mutant_defines, size)
+        _spin_test("%s_mutant_%s_test" % (name, key), "fail", files, mutant_defines, size,
+                   MUTANT_TAGS)
     for key, mutant_defines in weak_mutants.items():
         _spin_test("%s_weak_mutant_%s_test" % (name, key), "fail", files,
-                   mutant_defines + ["-DMM_WEAK"], size)
+                   mutant_defines + ["-DMM_WEAK"], size, MUTANT_TAGS)
+
+def spin_mutants_suite(name = "mutants"):
+    """A test suite of every mutant the package's spin_model calls made so
+    far (call it last). Tagged "manual" itself, so that `//...` does not
+    bring the mutants back through it."""
+    native.test_suite(
+        name = name,
+        tests = sorted([
+            ":" + rule["name"]
+            for rule in native.existing_rules().values()
+            if "mutant" in rule.get("tags", [])
+        ]),
+        tags = ["manual"],
+    )
 
 def spin_litmus(name, cases, model = "litmus.pml"):
     """One test: every case of `cases`, (name, tso, weak, defines), where
