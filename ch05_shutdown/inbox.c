@@ -6,7 +6,7 @@
  * (start this coroutine, run this post, this parked coroutine is ready)
  * onto the scheduler's inbox, and the owner moves the requests into its
  * own structures the next time its pump looks (coro__drain_inbox(), in
- * remote.c).
+ * sched_impl.h).
  *
  *   producers (any thread)                owner (the pump)
  *   ──────────────────────                ───────────────────

@@ -23,12 +23,19 @@ files); the CHAPTERs are in course order. Every page is loaded in Chromium
      chapter and to the next one; the landing page links to every chapter.
   4. every chapter's diff page (CHAPTER/html/changes.html) has, for each
      file that is new in the chapter, a link named after the file to a part
-     of the page that shows every line of it as added.
+     of the page that shows every line of it as added; and it lists no file
+     of the chapter's lab/ (the lab's scope, checks, answers and notes are
+     not the chapter's code; a chapter's new files are counted without it).
   5. the course search finds a lesson's heading.
+  6. every chapter with a lab (a lab/ directory in its sources) has its
+     instructors' page (CHAPTER/lab/instructors.md, built as
+     CHAPTER/html/md_lab_instructors.html), the landing page links to
+     every one of them, and no lesson does: students are never sent to the
+     instructors' notes from a lesson.
 
 With --shots, it writes a screenshot (PNG) of each chapter's lesson and diff
-page, of the diff page at its first new file, of the landing page and of a
-search. Exit status: 0 if every check passed, 1 if any failed (each failure
+page, of the diff page at its first new file, of each chapter's instructors'
+page, of the landing page and of a search. Exit status: 0 if every check passed, 1 if any failed (each failure
 is printed), 2 if Chromium could not be run.
 
 Chromium is driven through its DevTools protocol over a pipe
@@ -272,11 +279,22 @@ def site_pages(site):
     return pages
 
 
+# A chapter's lab/ (its lab's scope, the exercises' checks and answers, the
+# instructors' notes): not the chapter's code, left out of its diff page.
+LAB_DIRECTORY = "lab"
+# The instructors' notes of a chapter's lab, and the page Doxygen makes of
+# them (a Markdown page without a label is named after its path).
+INSTRUCTORS_MD = os.path.join(LAB_DIRECTORY, "instructors.md")
+INSTRUCTORS_PAGE = "md_lab_instructors.html"
+
+
 def visible_files(top):
-    """The files under top that a diff shows (hidden ones left out)."""
+    """The files under top that a diff shows (hidden ones left out, and the
+    chapter's lab/)."""
     found = []
     for directory, subdirs, files in os.walk(top):
-        subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith(".")
+                            and not (directory == top and d == LAB_DIRECTORY))
         for name in sorted(files):
             if not name.startswith("."):
                 found.append(os.path.relpath(os.path.join(directory, name), top))
@@ -366,6 +384,33 @@ def check_site(browser, site, sources, chapters, shots, report):
             if not links_to(seen[os.path.realpath(index)], lesson(chapter)):
                 report.fail(index, "no link to the lesson of %s" % chapter)
 
+    # The instructors' pages: one per chapter with a lab, each linked from
+    # the landing page, none from a lesson.
+    instructors = {}              # chapter -> its instructors' page
+    for chapter in chapters:
+        if not os.path.isdir(os.path.join(sources, chapter, LAB_DIRECTORY)):
+            continue
+        page = os.path.join(site, chapter, "html", INSTRUCTORS_PAGE)
+        if not os.path.exists(os.path.join(sources, chapter, INSTRUCTORS_MD)):
+            report.fail(os.path.join(site, chapter), "the chapter has a lab but no %s"
+                        % INSTRUCTORS_MD)
+            continue
+        if os.path.realpath(page) not in seen:
+            report.fail(page, "no instructors' page: %s/%s was not built"
+                        % (chapter, INSTRUCTORS_MD))
+            continue
+        instructors[chapter] = page
+        if os.path.realpath(index) in seen and \
+                not links_to(seen[os.path.realpath(index)], page):
+            report.fail(index, "no link to the instructors' page of %s (%s)"
+                        % (chapter, os.path.relpath(page, site)))
+        for other in chapters:
+            view = seen.get(os.path.realpath(lesson(other)))
+            if view is not None and links_to(view, page):
+                report.fail(lesson(other), "the lesson links to the instructors' page "
+                            "of %s (%s): only the landing page may"
+                            % (chapter, os.path.relpath(page, site)))
+
     # Each diff page shows each new file, whole.
     for i, chapter in enumerate(chapters):
         page = os.path.join(site, chapter, "html", "changes.html")
@@ -374,6 +419,10 @@ def check_site(browser, site, sources, chapters, shots, report):
             continue
         browser.open(file_url(page))
         links = browser.evaluate(DIFF_SCRIPT)
+        for text in sorted(set(l["text"] for l in links
+                               if l["text"].startswith(LAB_DIRECTORY + "/"))):
+            report.fail(page, "the lab's file %s is listed as a change of the chapter"
+                        % text)
         prev = chapters[i - 1] if i else None
         first_new = None
         for path in new_files(sources, prev, chapter):
@@ -421,6 +470,10 @@ def check_site(browser, site, sources, chapters, shots, report):
             report.fail(search, "searching for 'code walk' finds nothing")
         if shots:
             browser.screenshot(os.path.join(shots, "search.png"))
+    if shots:
+        for chapter, page in instructors.items():
+            browser.open(file_url(page))
+            browser.screenshot(os.path.join(shots, "%s_instructors.png" % chapter[:4]))
     if shots and os.path.exists(index):
         browser.open(file_url(index))
         browser.screenshot(os.path.join(shots, "index.png"))

@@ -5,6 +5,9 @@
 # their sources. As it is, docs/browser_check.py must pass on it (code that
 # holds `**` or a backquote is not markup). Then each case below breaks one
 # thing in a fresh copy, and the check must fail with that defect's message.
+# The fixture's chapters have labs (sources/CHAPTER/lab/): the unbroken site
+# has their instructors' pages, linked from the landing page only, and a
+# diff page that leaves ch02_b's lab/checks/b_check.c out.
 set -euo pipefail
 python=python3
 [[ -x /usr/bin/python3 ]] && python=/usr/bin/python3
@@ -72,6 +75,12 @@ case_ new_file_missing ch02_b/html/changes.html 's#<p><a href="\#file-b-c">b.c</
   'the new file b.c is not in the list of files'
 case_ new_file_cut ch02_b/html/changes.html 's#\+    return 2;\n##' \
   'the new file b.c is not shown whole: 1 lines missing'
+case_ no_instructors_link index.html 's#,\n<a href="ch02_b/html/md_lab_instructors.html">two</a>##' \
+  "index.html: no link to the instructors' page of ch02_b"
+case_ lesson_links_instructors ch02_b/html/index.html 's#<!--CASE-->#<p><a href="md_lab_instructors.html">notes</a></p>#' \
+  "ch02_b/html/index.html: the lesson links to the instructors' page of ch02_b"
+case_ lab_file_in_diff ch02_b/html/changes.html 's#(<p><a href="\#file-b-c">b.c</a></p>)#$1\n<p><a href="\#file-b-c">lab/checks/b_check.c</a></p>#' \
+  "the lab's file lab/checks/b_check.c is listed as a change of the chapter"
 
 if ((failures)); then
   echo "browser_fixture_test: $failures case(s) failed" >&2

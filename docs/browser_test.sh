@@ -3,7 +3,8 @@
 # docs/build_docs.sh, then opens every page in headless Chromium
 # (docs/browser_check.py: literal markup, broken links and images, the way
 # to the index and the neighbouring chapters, each new file on each diff
-# page, the search).
+# page and no lab/ file there, the search, each chapter's instructors' page
+# linked from the landing page and from no lesson).
 #
 # Bazel passes the chapters in course order and runs this in the runfiles
 # tree. The screenshots of each chapter's lesson and diff page go to the

@@ -11,7 +11,8 @@
 # writes one site under DIR (default: docs/_build of the workspace):
 #
 #   index.html       the landing page: docs/index.md, its chapter map linked
-#                    to every chapter's lesson, API, states and diff
+#                    to every chapter's lesson, API, states and diff, and
+#                    its links to every chapter's instructors' notes
 #   search_course.html, course_index.js   the search of the whole course
 #   CHAPTER/pages/   the pages generated for a chapter by docs/site.py:
 #                    changes.md (+ changes_body.html), header.html and
@@ -21,7 +22,10 @@
 #                    (docs/states.md), the changes from the previous chapter,
 #                    and the lesson's companion pages (CHAPTER/notes/*.md,
 #                    CHAPTER/examples/*.md), each reached from a relative
-#                    link in the lesson, as on GitHub
+#                    link in the lesson, as on GitHub; and the instructors'
+#                    notes of the chapter's lab (CHAPTER/lab/instructors.md
+#                    -> md_lab_instructors.html), linked from the landing
+#                    page only, never from the lesson
 #
 # Every page has the course bar (the course index, every chapter, the
 # chapter's pages, the search box) and, at the bottom, the previous and next
@@ -110,9 +114,11 @@ build_chapter() {
   site chapter --chapter "$chapter" --sources "$sources" --pages "$dest/pages"
 
   # The lesson's companion pages: the deep dives it links to
-  # (notes/*.md) and the longer pages of its examples (examples/*.md).
+  # (notes/*.md) and the longer pages of its examples (examples/*.md);
+  # and the instructors' notes of its lab (lab/*.md), which only the
+  # landing page links to.
   local extra=() page
-  for page in "$chapter"/notes/*.md "$chapter"/examples/*.md; do
+  for page in "$chapter"/notes/*.md "$chapter"/examples/*.md "$chapter"/lab/*.md; do
     [[ -f $page ]] && extra+=("$root/$page")
   done
 

@@ -7,9 +7,12 @@ landing page. Around those runs it calls this script:
     site.py chapter ...   before a chapter's run: its header and footer (the
                           course bar: index, chapters, previous and next),
                           and its page "Changes from the previous stage"
+                          (every file of the chapter but its lab/)
     site.py course ...    before the landing page's run: the landing page
-                          (docs/index.md with a richer chapter map), the
-                          search page, and their header and footer
+                          (docs/index.md with a richer chapter map, its
+                          links to CHAPTER/lab/instructors.md made links to
+                          their pages), the search page, and their header
+                          and footer
     site.py finish ...    after every run: the search index of the whole
                           course, and links on API names written with
                           arguments, such as `coro_create(fn, arg, size)`
@@ -151,13 +154,21 @@ def write_header_footer(root, chapters, current, up, pages):
 # The page "Changes from the previous stage"
 # --------------------------------------------------------------------------
 
+# A chapter's lab/ (tools/lab: the lab's scope, the exercises' checks and
+# reference answers, the instructors' notes) is course material about the
+# chapter, not the chapter's code: the diff page leaves it out.
+LAB_DIRECTORY = "lab"
+
+
 def tree_files(stage_diff, top):
     """Every file under top, as a path relative to it, hidden ones left out
-    (as tools/stage_diff does)."""
+    (as tools/stage_diff does), and the chapter's lab/ too."""
     found = []
 
     def walk(directory, prefix):
         for name in sorted(stage_diff.visible_entries(directory)):
+            if not prefix and name == LAB_DIRECTORY:
+                continue
             path = os.path.join(directory, name)
             if os.path.isdir(path):
                 walk(path, prefix + name + "/")
@@ -329,12 +340,21 @@ def write_changes_page(root, sources, prev, chapter, pages):
 # The landing page and the search page
 # --------------------------------------------------------------------------
 
+# The instructors' notes of a chapter's lab, CHAPTER/lab/instructors.md:
+# the page Doxygen makes of it in the chapter's run (a Markdown file without
+# a {#label} is named after its path: md_lab_instructors.html).
+INSTRUCTORS_MD = "lab/instructors.md"
+INSTRUCTORS_PAGE = "md_lab_instructors.html"
+
 TABLE_ROW_RE = re.compile(r"^\|\s*(\d+)\s*\|\s*\[[^\]]*\]\(\.\./(ch\d\d_\w+)/README\.md\)\s*\|(.*)\|\s*$")
 
 
 def write_course_pages(root, chapters, pages):
     """course.md: docs/index.md, whose chapter map becomes a table with each
-    chapter's lesson, API, states and diff; search_course.md: the search."""
+    chapter's lesson, API, states and diff (every line of index.md that
+    starts with "|" is that map: the page has no other table), and whose
+    links to a chapter's lab/instructors.md lead to that page of the
+    chapter's reference; search_course.md: the search."""
     with open(os.path.join(root, "docs", "index.md"), encoding="utf-8") as f:
         lines = f.read().split("\n")
     concept = {}
@@ -359,16 +379,21 @@ def write_course_pages(root, chapters, pages):
                 in_table = True
             continue
         in_table = False
-        # Any other link to a lesson on disk: to that chapter's HTML.
-        out.append(re.sub(r"\]\(\.\./(ch\d\d_\w+)/README\.md\)", r"](\1/html/index.html)", line))
+        # Any other link to a lesson on disk: to that chapter's HTML; a
+        # link to a chapter's instructors' notes: to their page.
+        line = re.sub(r"\]\(\.\./(ch\d\d_\w+)/README\.md\)", r"](\1/html/index.html)", line)
+        line = re.sub(r"\]\(\.\./(ch\d\d_\w+)/%s\)" % re.escape(INSTRUCTORS_MD),
+                      r"](\1/html/%s)" % INSTRUCTORS_PAGE, line)
+        out.append(line)
     write(os.path.join(pages, "course.md"), "\n".join(out))
     write(os.path.join(pages, "search_course.md"), SEARCH_PAGE)
 
 
 SEARCH_PAGE = r"""# Search the course {#search_course}
 
-Every lesson, every API entry and the states page of every chapter. Words
-are matched anywhere, in any case; a result has all of them.
+Every lesson, every API entry and the states page of every chapter (not
+the instructors' notes). Words are matched anywhere, in any case; a result
+has all of them.
 
 \htmlonly
 <form class="course-search-page" action="search_course.html">
@@ -465,9 +490,15 @@ def indexed_pages(html_dir):
     """The pages worth searching: the lesson, its companion pages
     (notes/*.md, examples/*.md: Doxygen's md_*.html), the states, the API
     entries (groups, the header, the structs); not the diff, the source
-    listing or Doxygen's lists of names."""
+    listing or Doxygen's lists of names. Nor the instructors' notes of the
+    lab (md_lab_*.html): the search box is on every page a student reads,
+    and those notes say what a good answer to each exercise contains; a
+    student searching a topic should land in the lesson, not in the
+    grading notes. The landing page links them for instructors."""
     names = ["index.html", "states.html"]
     for name in sorted(os.listdir(html_dir)):
+        if name.startswith("md_%s_" % LAB_DIRECTORY):
+            continue
         if re.match(r"^(md_.*|group__.*|struct.*|coro_8h)\.html$", name):
             names.append(name)
     return [n for n in names if os.path.exists(os.path.join(html_dir, n))]

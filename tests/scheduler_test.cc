@@ -1596,15 +1596,21 @@ TEST(StackCache, HundredThousandCoroutinesCostNoMappingsNorPageFaults) {
   distinct.erase(0);
   EXPECT_LE(distinct.size(), static_cast<std::size_t>(kBatch))
       << "stacks were not reused";
-  // A little slack for the rest of the process (the allocator may map an
-  // arena); a stack per coroutine would be 2 * 100,000 mappings.
-  EXPECT_LE(mappings, mappings_after_first_batch + 8)
-      << "mappings grow with the number of coroutines";
-  // ThreadSanitizer's fresh fiber for every reused stack touches fresh
-  // memory of its own: under it the count says nothing about the library.
+  // ThreadSanitizer's fresh fiber for every reused stack maps and touches
+  // fresh memory of its own: under it neither count says anything about
+  // the library (run alone, this test saw 40 mappings more, 1180 against
+  // 1140; after the rest of the suite, TSan's own maps were already made
+  // and it passed). The reuse check above still holds under it.
   if (!coro_test::kThreadSanitizer) {
+    // A little slack for the rest of the process (the allocator may map
+    // an arena); a stack per coroutine would be 2 * 100,000 mappings.
+    EXPECT_LE(mappings, mappings_after_first_batch + 8)
+        << "mappings grow with the number of coroutines";
     EXPECT_LT(faults, total / 100)
         << "page faults grow with the number of coroutines";
+  } else {
+    (void)faults;
+    (void)mappings;
   }
   EXPECT_EQ(coro_sched_destroy(s), 0);
 }
