@@ -18,9 +18,9 @@
  * stack it gets is still in the CPU's caches. Dense ones are numbered as
  * they are carved, and the lowest number goes first. A million sleepers
  * end in the order of their deadlines, which is random; a list in that
- * order would hand the next million stacks out scattered over 16 GiB, and
- * each coro_go and each first run would pay a TLB miss and a walk of the
- * page tables of its own. Lowest first walks memory in order again, as the
+ * order would hand the next million stacks out scattered over 15 GiB (at
+ * 16 KiB each), and each coro_go and each first run would pay a TLB miss
+ * and a walk of the page tables of its own. Lowest first walks memory in order again, as the
  * carving did (within a region, numbers are addresses: allocators call
  * this address-ordered first fit), and keeps the stacks in use packed
  * among the first carved.

@@ -480,6 +480,33 @@ expect_line "^Binary files ch01_base/blob\.bin and ch02_next/blob\.bin differ$" 
   "--all: diff's line for a binary file"
 
 # --------------------------------------------------------------------------
+# (z) a failure caused by edits git does not know says so, and how to move
+#     them to a lab copy; a failure of committed code has no such note
+# --------------------------------------------------------------------------
+
+case_ z_local_edits
+chapter ch01_base
+chapter ch02_next
+lesson ch02_next "Nothing changed."
+if git -C "$repo" init -q && git -C "$repo" add -A &&
+   git -C "$repo" -c user.name=t -c user.email=t@t commit -qm base; then
+  edit "$repo/ch02_next/coro.c" "return a + b;" "return b + a;"
+  run --check
+  expect_status 1 "an edit in a chapter's own directory"
+  expect_line "^note: these chapters have edits that are not the course's" \
+    "the report tells local edits apart"
+  expect_line "^ +M ch02_next/coro\.c$" "and names the edited file"
+  expect_line "tools/lab start ch02 \(a lab\)" "and points to a lab copy"
+  expect_line "git checkout -- ch02_next$" "and says how to put it back"
+  git -C "$repo" -c user.name=t -c user.email=t@t commit -qam edit
+  run --check
+  expect_status 1 "the same change, committed"
+  expect_no_line "^note: " "no note for the course's own code"
+else
+  fail "could not make a git repository in $repo"
+fi
+
+# --------------------------------------------------------------------------
 
 echo
 if ((failures)); then
