@@ -13,17 +13,20 @@ own, and the registers it needs to go on (its stack pointer, its frame
 pointer, where it will return to) were saved by its last switch, in its
 `ctx`. This command reads them from there and walks that stack.
 
-Where the registers are (x86-64):
-  - the assembly back-end (switch_x86_64.S): ctx.sp points at the frame
-    the switch saved; the return address into the code that called the
-    switch is at sp + 56 and the caller's rbp at sp + 48 (the picture at
-    the top of switch_x86_64.S);
+Where the registers are:
+  - the assembly back-end: ctx.sp points at the frame the switch saved
+    (the pictures at the top of switch_x86_64.S and switch_aarch64.S).
+    On x86-64 the return address into the code that called the switch is
+    at sp + 56 and the caller's rbp at sp + 48; on AArch64, x30 (the
+    return address) at sp + 88 and x29 (the frame pointer) at sp + 80;
   - the ucontext back-end (context_ucontext.c): swapcontext() saved every
-    register in ctx.uc.uc_mcontext.gregs; REG_RIP is where the call of
-    swapcontext() returns, REG_RBP the frame pointer of its caller.
-From there the walk follows the frame-pointer chain: each frame's rbp
-points at the caller's saved rbp, with the return address just above it
-(the course builds with -fno-omit-frame-pointer, as Bazel does). It stops
+    register in ctx.uc.uc_mcontext: on x86-64 gregs[REG_RIP] is where the
+    call of swapcontext() returns and gregs[REG_RBP] its caller's frame
+    pointer; on AArch64, regs[30] and regs[29].
+From there the walk follows the frame-pointer chain: each frame pointer
+points at the caller's saved frame pointer, with the return address just
+above it, on both machines (the course builds with
+-fno-omit-frame-pointer, as Bazel does). It stops
 at the coroutine's first frame (coro_context_start, or context_start on
 the ucontext back-end: coroutine_main's caller), at a frame pointer outside the coroutine's stack, or after 64
 frames. Each return address is looked up one byte before itself, in the
@@ -79,25 +82,56 @@ def field_names(value):
 
 
 def saved_registers(c):
-    """(pc, rbp, rsp, back-end) the coroutine's last switch saved."""
+    """(pc, frame pointer, sp, back-end) the coroutine's last switch
+    saved. pc is the return address into the code that called the switch.
+    """
     arch = gdb.selected_inferior().architecture().name()
-    if "x86-64" not in arch:
-        raise CoroError("coro bt: only x86-64 is supported yet (this is %s)"
-                        % arch)
+    if "x86-64" in arch:
+        offsets = X86_64
+    elif "aarch64" in arch:
+        offsets = AARCH64
+    else:
+        raise CoroError("coro bt: x86-64 and AArch64 only (this is %s)" % arch)
     ctx = c["ctx"]
     names = field_names(ctx)
     if "sp" in names:
         sp = int(ctx["sp"])
-        return read_u64(sp + 56), read_u64(sp + 48), sp + 64, "asm"
+        return (read_u64(sp + offsets["return"]), read_u64(sp + offsets["fp"]),
+                sp + offsets["size"], "asm")
     if "uc" in names:
         mcontext = ctx["uc"]["uc_mcontext"]
-        # glibc names it gregs with _GNU_SOURCE or _DEFAULT_SOURCE, and
-        # __gregs in strict C11 (which is how the course compiles).
-        gregs = mcontext["gregs" if "gregs" in field_names(mcontext)
-                         else "__gregs"]
-        return (int(gregs[REG_RIP]), int(gregs[REG_RBP]),
-                int(gregs[REG_RSP]), "ucontext")
+        return offsets["ucontext"](mcontext) + ("ucontext",)
     raise CoroError("coro bt: struct coro_context has neither `sp` nor `uc`")
+
+
+def member(value, name):
+    """value.name, or value.__name: glibc names mcontext_t's fields
+    without the underscores only with _GNU_SOURCE or _DEFAULT_SOURCE, and
+    the course compiles strict C11."""
+    return value[name if name in field_names(value) else "__" + name]
+
+
+def x86_64_ucontext(mcontext):
+    gregs = member(mcontext, "gregs")
+    return int(gregs[REG_RIP]), int(gregs[REG_RBP]), int(gregs[REG_RSP])
+
+
+def aarch64_ucontext(mcontext):
+    # What glibc's swapcontext() saved: x30 (regs[30], equal to its pc
+    # slot) points inside swapcontext itself, and x29 is its caller's
+    # frame pointer. So the walk shows swapcontext, then the function
+    # that called coro_context_switch(): the wrapper's own frame, whose
+    # return address swapcontext kept only in a register, is not seen
+    # (checked under qemu-aarch64 with gdb-multiarch).
+    regs = member(mcontext, "regs")
+    return int(regs[30]), int(regs[29]), int(member(mcontext, "sp"))
+
+
+# The frame each switch_*.S saves at ctx.sp (the pictures at the top of
+# those files): where the return address and the caller's frame pointer
+# are, and the frame's size.
+X86_64 = {"return": 56, "fp": 48, "size": 64, "ucontext": x86_64_ucontext}
+AARCH64 = {"return": 88, "fp": 80, "size": 160, "ucontext": aarch64_ucontext}
 
 
 def stack_bounds(c):
