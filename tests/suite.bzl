@@ -29,15 +29,12 @@ def coro_suite(name, srcs, first_chapter, deps = [], size = "small", tags = [], 
             # Starlark has no "%02d": pad the chapter number by hand.
             chapter = ("0%d" if number < 10 else "%d") % number
             test_name = "%s_on_ch%s_%s" % (name, chapter, backend)
+            objects = test_name + "_objects"
+            _suite_objects(objects, srcs, number, directory, backend, deps)
             native.cc_test(
                 name = test_name,
-                srcs = srcs,
-                copts = CXXOPTS + WARNINGS + [
-                    "-DCORO_CHAPTER=%d" % number,
-                    "-DCORO_UCONTEXT=%d" % (1 if backend == "ucontext" else 0),
-                ],
-                deps = deps + [
-                    ":harness",
+                deps = [
+                    ":" + objects,
                     "//%s:%s" % (directory, library),
                     "@googletest//:gtest_main",
                 ],
@@ -69,6 +66,30 @@ SUITES = [
     ("wait_hook", "wait_hook_test.cc", 5, "medium"),
 ]
 
+def _suite_objects(name, srcs, number, directory, backend, deps = []):
+    """A suite's compiled tests for one chapter and back-end, without the
+    library: the suite and the lab graders of that chapter link these very
+    objects, with the chapter's library or with a student's.
+
+    They see the chapter's public headers only (coro.h, and context.h for
+    the switch's MXCSR modes), which a lab keeps as they are: so one
+    compile serves the reference and every lab, and grading a lab compiles
+    none of the (large) suites. alwayslink: GoogleTest registers each test
+    from a static initializer, which the linker would otherwise drop."""
+    native.cc_library(
+        name = name,
+        testonly = True,
+        srcs = srcs + ["//%s:coro.h" % directory, "//%s:context.h" % directory],
+        copts = CXXOPTS + WARNINGS + [
+            "-DCORO_CHAPTER=%d" % number,
+            "-DCORO_UCONTEXT=%d" % (1 if backend == "ucontext" else 0),
+            "-I" + directory,
+        ] + (["-DCORO_SWITCH_UCONTEXT"] if backend == "ucontext" else []),
+        deps = deps + [":harness", "@googletest//:gtest"],
+        alwayslink = True,
+        visibility = ["//visibility:public"],
+    )
+
 def coro_suites():
     """Every suite of SUITES, against every chapter from its own on."""
     for name, src, first_chapter, size in SUITES:
@@ -79,7 +100,9 @@ def lab_suites(chapter, package):
     library in `package` (a student's copy, or the reference itself).
 
     For each suite and back-end, a test binary built exactly as coro_suite
-    builds it (same sources, same CORO_CHAPTER and CORO_UCONTEXT), and a
+    builds it: the very objects of the suite (`_suite_objects`, compiled
+    once, against the chapter's public headers), linked with the package's
+    library instead of the chapter's; and a
     test `<suite>_<backend>` that runs it one test group at a time, each
     in a process of its own under a watchdog (tools/lab_groups.sh): a stub
     that aborts, or a hang, fails its group and no other. From chapter 3
@@ -102,13 +125,10 @@ def lab_suites(chapter, package):
             native.cc_binary(
                 name = binary,
                 testonly = True,
-                srcs = ["//tests:" + src],
-                copts = CXXOPTS + WARNINGS + [
-                    "-DCORO_CHAPTER=%d" % chapter,
-                    "-DCORO_UCONTEXT=%d" % (1 if backend == "ucontext" else 0),
-                ],
                 deps = [
-                    "//tests:harness",
+                    # The suite's tests as compiled for the reference.
+                    "//tests:%s_on_ch%s_%s_objects" % (
+                        name, ("0%d" if chapter < 10 else "%d") % chapter, backend),
                     "//%s:%s" % (package, library),
                     "@googletest//:gtest_main",
                 ],
