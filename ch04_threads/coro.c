@@ -16,9 +16,11 @@
  * resumed it (`resumer`), so coro_yield() knows where to go back to: the
  * chain of resumers is a stack of coroutines, the "resume chain".
  */
+#define _POSIX_C_SOURCE 200809L /* pthread_sigmask(), for the TSan build */
 #include "coro_impl.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 
 /* ── The thread ───────────────────────────────────────────────────────── */
@@ -39,6 +41,7 @@ struct coro_thread {
 #endif
 #ifdef CORO_TSAN
     void *tsan_fiber;
+    sigset_t mask_across_switch; /* put back by the side that arrives */
 #endif
 };
 
@@ -95,6 +98,38 @@ static void tools_stack_reused(coro *c)
     (void)c;
 }
 
+#ifdef CORO_TSAN
+/*
+ * ThreadSanitizer runs a signal handler at once only while the thread is
+ * in a blocking call (epoll_wait(), read() ...). A signal that arrives
+ * elsewhere is queued in the state of the fiber that runs, and handled at
+ * that fiber's next intercepted call. A coroutine that switches away and
+ * never makes one again (parked for good, or freed) would keep the signal
+ * queued forever: a server's SIGTERM was seen to go unanswered that way.
+ *
+ * So no signal may arrive during a switch. The side that leaves blocks the
+ * asynchronous ones, and TSan's wrapper of pthread_sigmask() runs, on its
+ * way out, any signal queued in the leaving fiber, on that fiber's stack.
+ * The side that arrives puts the mask back (tools_after_switch()); a
+ * signal that came meanwhile is delivered then, to the new fiber. Faults
+ * stay unblocked: a blocked fault kills the process without a report.
+ * Two system calls per switch, in the TSan build only.
+ */
+static void tsan_block_signals_across_switch(struct coro_thread *t)
+{
+    sigset_t asynchronous;
+
+    sigfillset(&asynchronous);
+    sigdelset(&asynchronous, SIGSEGV);
+    sigdelset(&asynchronous, SIGBUS);
+    sigdelset(&asynchronous, SIGILL);
+    sigdelset(&asynchronous, SIGFPE);
+    sigdelset(&asynchronous, SIGTRAP);
+    sigdelset(&asynchronous, SIGSYS);
+    pthread_sigmask(SIG_BLOCK, &asynchronous, &t->mask_across_switch);
+}
+#endif
+
 /* Just before leaving `from` for `to` (NULL = the thread's own stack).
  * A finished coroutine never comes back: ASan may drop its fake stack. */
 static void tools_before_switch(struct coro_thread *t, coro *from, coro *to)
@@ -114,6 +149,7 @@ static void tools_before_switch(struct coro_thread *t, coro *from, coro *to)
 #ifdef CORO_TSAN
     if (t->tsan_fiber == NULL)
         t->tsan_fiber = __tsan_get_current_fiber();
+    tsan_block_signals_across_switch(t);
     __tsan_switch_to_fiber(to ? to->tsan_fiber : t->tsan_fiber, 0);
 #endif
     (void)t;
@@ -136,6 +172,9 @@ static void tools_after_switch(struct coro_thread *t, coro *self)
         t->stack_bottom = came_from_bottom;
         t->stack_size = came_from_size;
     }
+#endif
+#ifdef CORO_TSAN
+    pthread_sigmask(SIG_SETMASK, &t->mask_across_switch, NULL);
 #endif
     (void)t;
     (void)self;

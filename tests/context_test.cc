@@ -11,10 +11,12 @@
 // use them; they report what they saw through their `arg`.
 #include <errno.h>
 #include <fenv.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -1771,6 +1773,60 @@ TEST(Tools, AddressSanitizerAlwaysKnowsWhichStackRuns) {
 #else
   GTEST_SKIP() << "only AddressSanitizer tracks which stack runs";
 #endif
+}
+
+// A signal that arrives while a coroutine runs reaches its handler, even
+// when that coroutine then switches away and never runs again. Under
+// ThreadSanitizer this is the switch's job: the tool queues such a signal
+// in the running fiber and runs it at that fiber's next intercepted call,
+// which a coroutine that is gone never makes (see coro.c,
+// tsan_block_signals_across_switch()). The coroutine spins without any
+// intercepted call (no atomics, no system calls) while another thread
+// signals this one.
+std::atomic<int> signals_handled{0};
+
+void CountSignal(int) { signals_handled.fetch_add(1); }
+
+struct SpinWhileSignalled {
+  std::atomic<bool> spinning{false};
+  long rounds = 0;
+};
+
+void* SpinThenYieldForGood(void* arg) {
+  auto* spin = static_cast<SpinWhileSignalled*>(arg);
+  spin->spinning.store(true);
+  for (volatile long i = 0; i < spin->rounds; i = i + 1) {
+  }
+  EXPECT_EQ(coro_yield(), 0);  // resumed again only to be finished
+  return nullptr;
+}
+
+TEST(Tools, ASignalDuringACoroutineReachesItsHandlerAfterTheSwitch) {
+  struct sigaction action = {}, previous = {};
+  action.sa_handler = CountSignal;
+  sigemptyset(&action.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR2, &action, &previous), 0);
+  signals_handled.store(0);
+
+  SpinWhileSignalled spin;
+  spin.rounds = coro_test::Iterations(20000000);  // milliseconds of spinning
+  coro* c = coro_create(SpinThenYieldForGood, &spin, 0);
+  ASSERT_NE(c, nullptr);
+  const pthread_t target = pthread_self();
+  std::thread sender([&spin, target] {
+    while (!spin.spinning.load()) std::this_thread::yield();
+    EXPECT_EQ(pthread_kill(target, SIGUSR2), 0);
+  });
+  ASSERT_EQ(coro_resume(c), 0);  // back once it has spun and yielded
+  sender.join();
+  // Delivered during the spin, or at the latest when the switch unblocked
+  // it; allow a loaded machine ten seconds all the same.
+  for (int i = 0; i < 1000 && signals_handled.load() == 0; i++) usleep(10000);
+  EXPECT_EQ(signals_handled.load(), 1)
+      << "the signal was kept in the coroutine that switched away";
+
+  FinishAndDestroy(c);
+  ASSERT_EQ(sigaction(SIGUSR2, &previous, nullptr), 0);
 }
 
 // ===========================================================================

@@ -983,17 +983,12 @@ static bool parse_number(const char *text, long max, long *out)
 /*
  * How long the pump may sleep at a time before it looks at the close.
  * The close on a signal wakes it at once (the handler writes the
- * scheduler's wake_fd), so a minute is only a backstop. Under
- * ThreadSanitizer, though, a signal may reach its handler late: the tool
- * defers signals to points it considers safe, and a server sitting in
- * epoll_wait() after SIGTERM was seen to stay there (about one run in
- * fifty). There, the pump looks every 200 ms instead.
+ * scheduler's wake_fd), so a minute is only a backstop. (Under
+ * ThreadSanitizer a SIGTERM once went unanswered here for good: the tool
+ * had queued it in a coroutine that then parked. The library's switch
+ * now blocks signals across each switch in that build; see coro.c.)
  */
-#if defined(__SANITIZE_THREAD__)
-#define CLOSE_CHECK (200 * CORO_MSEC)
-#else
 #define CLOSE_CHECK (60 * CORO_SEC)
-#endif
 
 /* Pump until the scheduler is closed (by a signal). An idle pump sleeps
  * in wait_for_sockets(): a socket's readiness ends it, and so does the
