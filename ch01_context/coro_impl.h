@@ -68,6 +68,10 @@ struct coro {
     char *stack_lo;
     size_t stack_size;
 
+    /* On the registry of every stack, for the debugger (coro.c). */
+    coro *registry_prev;
+    coro *registry_next;
+
 #ifdef CORO_ASAN
     void *asan_fake_stack;
 #endif

@@ -91,6 +91,10 @@ struct coro {
     size_t stack_size;
     uint32_t dense_number; /* a dense stack's: 0, 1, 2 ... as carved */
 
+    /* On the registry of every stack, for the debugger (coro.c). */
+    coro *registry_prev;
+    coro *registry_next;
+
 #ifdef CORO_ASAN
     void *asan_fake_stack;
 #endif

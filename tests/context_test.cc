@@ -1801,7 +1801,7 @@ void* SpinThenYieldForGood(void* arg) {
   return nullptr;
 }
 
-TEST(Tools, ASignalDuringACoroutineReachesItsHandlerAfterTheSwitch) {
+TEST(Switch, ASignalDuringACoroutineReachesItsHandlerAfterIt) {
   struct sigaction action = {}, previous = {};
   action.sa_handler = CountSignal;
   sigemptyset(&action.sa_mask);

@@ -1,11 +1,24 @@
 """coro.py — gdb commands that look inside the course's coroutines.
 
     (gdb) source tools/gdb/coro.py
-    (gdb) coro bt EXPR        the backtrace of a suspended coroutine
+    (gdb) info coroutines     every coroutine of the process, and where
+                              each suspended one is suspended
+    (gdb) coro bt N           the backtrace of coroutine N of that list
+    (gdb) coro bt EXPR        the backtrace of the coroutine EXPR gives
 
 EXPR is any expression gdb can evaluate to a `coro *` (or a `struct coro`)
 in the selected frame: a variable (`coro bt ping`), a field
-(`coro bt s->current`), an address (`coro bt (coro *)0x4052a0`).
+(`coro bt s->current`), an address (`coro bt (coro *)0x4052a0`). A plain
+number is a line of `info coroutines`.
+
+Where `info coroutines` finds them: every coroutine stack is on a list
+from the moment it is made until it is freed (coro.c, `registry`). The
+list is newest first; the command numbers it oldest first, so the numbers
+stay the same from one command to the next while no stack is made or
+freed. A finished coroutine whose stack a scheduler keeps for reuse is
+counted, not listed. For each suspended coroutine, "where" is the first
+frame of its stack outside the library's own files (the function that
+yielded, parked or slept), found by the walk below.
 
 Why a command of its own: gdb's `bt` walks the stack the thread is on.
 A suspended coroutine is not on it: its stack is a block of memory of its
@@ -37,6 +50,7 @@ only reads memory. It needs the debug information of the library (build
 with -c dbg, or -g), for `struct coro`.
 """
 
+import os
 import struct
 
 import gdb
@@ -191,17 +205,196 @@ def walk(c):
     return frames
 
 
+# ── The registry: every coroutine of the process ─────────────────────────
+
+
+def registry():
+    """coro.c's `registry` (a struct with `newest` and `stacks`)."""
+    try:
+        symbols = gdb.lookup_static_symbols("registry")
+    except AttributeError:  # gdb before 10
+        symbol = gdb.lookup_static_symbol("registry")
+        symbols = [symbol] if symbol is not None else []
+    for symbol in symbols:
+        value = symbol.value()
+        if {"newest", "stacks"} <= field_names(value):
+            return value, symbol.symtab.filename
+    raise CoroError("info coroutines: no coroutine registry in this program "
+                    "(is it the course's library, built with -g?)")
+
+
+def stacks():
+    """Every struct coro on the registry, oldest first."""
+    value, _ = registry()
+    found = []
+    c = value["newest"]
+    while int(c) != 0 and len(found) <= int(value["stacks"]):
+        found.append(c.dereference())
+        c = c.dereference()["registry_next"]
+    found.reverse()
+    return found
+
+
+def listed():
+    """(the coroutines `info coroutines` lists, oldest first; how many
+    finished ones a scheduler keeps for reuse)."""
+    shown, kept = [], 0
+    for c in stacks():
+        names = field_names(c)
+        done = state_name(c) == "CORO_DONE"
+        if done and "detached" in names and bool(c["detached"]):
+            kept += 1  # a go coroutine's stack, back in the cache
+        else:
+            shown.append(c)
+    return shown, kept
+
+
+def enum_name(value, prefix):
+    text = str(value)
+    return text[len(prefix):].lower() if text.startswith(prefix) else text
+
+
+def describe_state(c):
+    """What a person calls its state: running, ready, parked, sleeping..."""
+    names = field_names(c)
+    state = state_name(c)
+    if state == "CORO_SUSPENDED":
+        if "started" in names and not bool(c["started"]):
+            return "not started"
+        if "queued" in names and bool(c["queued"]):
+            return "ready"
+        if "waiting" in names:
+            waiting = enum_name(c["waiting"], "CORO_WAIT_")
+            return {"park": "parked", "sleep": "sleeping",
+                    "event": "awaiting an event"}.get(waiting, "suspended")
+        return "suspended"
+    return enum_name(state, "CORO_")
+
+
+def function_name(pointer):
+    """`player` for a function pointer gdb prints as 0x... <player>."""
+    text = str(pointer)
+    if "<" in text and text.endswith(">"):
+        return text[text.index("<") + 1:-1]
+    return text
+
+
+def where_suspended(c, library):
+    """function (file:line) of the first frame outside the library."""
+    try:
+        frames = walk(c)
+    except (gdb.error, gdb.MemoryError, CoroError) as error:
+        return "(%s)" % error
+    for pc, function, where, outer in frames:
+        if where and os.path.dirname(where) != library:
+            return "%s (%s)" % (function, where)
+    if frames:
+        return "%s (%s)" % (frames[0][1], frames[0][2])
+    return ""
+
+
+def owner_threads():
+    """{a thread's identity (the address of coro.c's this_thread in it):
+    its gdb thread number}."""
+    owners = {}
+    inferior = gdb.selected_inferior()
+    selected = gdb.selected_thread()
+    try:
+        frame = gdb.selected_frame()
+    except gdb.error:
+        frame = None
+    try:
+        for thread in inferior.threads():
+            thread.switch()
+            try:
+                owners[int(gdb.parse_and_eval("&this_thread"))] = thread.num
+            except gdb.error:
+                pass
+    finally:
+        if selected is not None:
+            selected.switch()
+        if frame is not None:
+            frame.select()
+    return owners
+
+
+class InfoCoroutines(gdb.Command):
+    """List every coroutine of the process: info coroutines.
+
+For each: its number (for coro bt N), address, state, scheduler, the gdb
+thread that owns it, and, for a suspended one, the function it is
+suspended in. The running coroutine of the selected thread is marked *."""
+
+    def __init__(self):
+        super().__init__("info coroutines", gdb.COMMAND_STATUS)
+
+    def invoke(self, argument, from_tty):
+        value, library_file = registry()
+        library = os.path.dirname(library_file)
+        # Chapter 1 has no schedulers, and no column for them.
+        coro_type = value["newest"].type.target().strip_typedefs()
+        with_sched = "sched" in {f.name for f in coro_type.fields()}
+        shown, kept = listed()
+        owners = owner_threads()
+        rows = [("", "#", "coroutine", "function", "state")
+                + (("scheduler",) if with_sched else ()) + ("thread", "where")]
+        for number, c in enumerate(shown, 1):
+            state = describe_state(c)
+            sched = ()
+            if with_sched:
+                sched = ("0x%x" % int(c["sched"]) if int(c["sched"]) != 0
+                         else "-",)
+            owner = owners.get(int(c["owner"]), "?")
+            where = ""
+            if state not in ("running", "not started", "done"):
+                where = where_suspended(c, library)
+            mark = "*" if state == "running" and owner == getattr(
+                gdb.selected_thread(), "num", None) else ""
+            rows.append((mark, str(number), "0x%x" % int(c.address),
+                         function_name(c["fn"]), state) + sched
+                        + (str(owner), where))
+        columns = len(rows[0]) - 1  # the last one, "where", is not padded
+        widths = [max(len(row[i]) for row in rows) for i in range(columns)]
+        widths[0] = 1
+        for row in rows:
+            text = " ".join(cell.ljust(width)
+                            for cell, width in zip(row, widths))
+            gdb.write((text + " " + row[-1]).rstrip() + "\n")
+        gdb.write("%d coroutine%s" % (len(shown), "" if len(shown) == 1
+                                         else "s"))
+        if kept:
+            gdb.write("; %d finished stack%s kept for reuse"
+                      % (kept, "" if kept == 1 else "s"))
+        gdb.write("\n")
+
+
+def coroutine_argument(argument):
+    """The struct coro an argument of coro bt names: N of info coroutines,
+    or an expression."""
+    text = argument.strip()
+    if text.isdigit():
+        shown, _ = listed()
+        number = int(text)
+        if not 1 <= number <= len(shown):
+            raise CoroError("coro bt: no coroutine %d (info coroutines lists "
+                            "%d)" % (number, len(shown)))
+        return shown[number - 1]
+    return as_coro(gdb.parse_and_eval(text))
+
+
 class CoroPrefix(gdb.Command):
-    """Commands for the course's coroutines: coro bt EXPR."""
+    """Commands for the course's coroutines: coro bt N or EXPR (and info
+coroutines)."""
 
     def __init__(self):
         super().__init__("coro", gdb.COMMAND_STACK, prefix=True)
 
 
 class CoroBacktrace(gdb.Command):
-    """Backtrace of a suspended coroutine: coro bt EXPR.
+    """Backtrace of a suspended coroutine: coro bt N, or coro bt EXPR.
 
-EXPR evaluates to a coro * (or a struct coro) in the selected frame. The
+N is a number of info coroutines; EXPR evaluates to a coro * (or a struct
+coro) in the selected frame. The
 registers come from the coroutine's saved context (its last switch), and
 the walk follows the frame pointers on the coroutine's own stack."""
 
@@ -210,8 +403,9 @@ the walk follows the frame pointers on the coroutine's own stack."""
 
     def invoke(self, argument, from_tty):
         if not argument.strip():
-            raise CoroError("usage: coro bt EXPR (a coro *)")
-        c = as_coro(gdb.parse_and_eval(argument))
+            raise CoroError("usage: coro bt N (of info coroutines) or "
+                            "coro bt EXPR (a coro *)")
+        c = coroutine_argument(argument)
         address = int(c.address) if c.address is not None else 0
         state = state_name(c)
         header = "coroutine 0x%x, %s, fn %s" % (address, state, c["fn"])
@@ -237,3 +431,4 @@ the walk follows the frame pointers on the coroutine's own stack."""
 
 CoroPrefix()
 CoroBacktrace()
+InfoCoroutines()
