@@ -351,9 +351,10 @@ int coro_post(coro_sched *s, coro_post_fn fn, void *arg);
  *         - `EINVAL`: `s` is NULL;
  *         - `EPERM`:  `s` belongs to another thread, or this call is made
  *           from inside `s`'s own pump (a coroutine or post of `s`);
- *         - `EDEADLK`: coroutines are parked with no timer pending and
- *           nothing ready: on this thread nothing can ever wake them. They
- *           stay parked; a later coro_wake() and run continue them.
+ *         - `EDEADLK`: coroutines wait (parked, or on an event) with no
+ *           timer pending and nothing ready: on this thread nothing can
+ *           ever wake them. They stay waiting; a later coro_wake() or
+ *           coro_event_set(), and a run, continue them.
  *
  * Thread-safety: only from the thread that owns `s`.
  */
