@@ -601,7 +601,8 @@ int coro_wake(coro *c);
  *
  * Like coro_sched_run(), but it returns when the deadline passes (looked
  * at when each turn of the pump begins, as the timers are). With
- * only parked coroutines and no timers it waits for the deadline.
+ * only waiting coroutines (parked, or on an event) and no timers it
+ * waits for the deadline.
  *
  * @param s        the scheduler.
  * @param deadline a coro_now() time.

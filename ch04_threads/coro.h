@@ -357,9 +357,10 @@ int coro_post(coro_sched *s, coro_post_fn fn, void *arg);
  *
  * While nothing is ready, the thread sleeps until the next deadline or
  * until another thread hands the scheduler work or wakes one of its
- * coroutines (no CPU is used). With only parked coroutines and no timer,
- * it waits for such a wake: another thread may still send one. (In the
- * previous stage, with one thread, that case returned `EDEADLK`.)
+ * coroutines (no CPU is used). With only waiting coroutines (parked, or
+ * on an event) and no timer, it waits for such a wake or event: another
+ * thread may still send one. (In the previous stage, with one thread,
+ * that case returned `EDEADLK`.)
  *
  * @param s the scheduler.
  * @return 0 when everything has finished, or:
@@ -617,8 +618,8 @@ int coro_wake(coro *c);
  *
  * Like coro_sched_run(), but it returns when the deadline passes (looked
  * at when each turn of the pump begins, as the timers are). With
- * only parked coroutines and no timers it waits for a wake from another
- * thread, or the deadline.
+ * only waiting coroutines (parked, or on an event) and no timers it
+ * waits for a wake or an event from another thread, or the deadline.
  *
  * @param s        the scheduler.
  * @param deadline a coro_now() time.
