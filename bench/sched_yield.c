@@ -17,6 +17,11 @@
  *                   timer is set while they yield, as in any program with
  *                   a timeout pending; the last yielder to finish wakes it.
  *                   What a pump pays for looking at its timers.
+ *   BENCH_TRACE     (optional) 1: a trace records the whole run, into
+ *                   /dev/null (coro_trace_start()): what recording costs
+ *                   the pump, one event per resume. Compare the library
+ *                   built without a trace (:coro_untraced) for what the
+ *                   trace costs while off.
  *   BENCH_PUMP_STEP 0: one coro_sched_run() per round. The round's N
  *                   coroutines share a budget of n yields, then return, and
  *                   coro_sched_run() comes back. Each round so also pays
@@ -45,6 +50,9 @@
 #define NAME EXPAND_AND_STRINGIFY(BENCH_NAME)
 #ifndef BENCH_TIMER
 #define BENCH_TIMER 0
+#endif
+#ifndef BENCH_TRACE
+#define BENCH_TRACE 0
 #endif
 #if BENCH_TIMER && BENCH_PUMP_STEP
 #error "BENCH_TIMER needs a coro_sched_run() per round (BENCH_PUMP_STEP 0)"
@@ -101,6 +109,13 @@ static void start_yielders(state *p) {
 
 static int setup(void *ctx) {
     state *p = ctx;
+#if BENCH_TRACE
+    int err = coro_trace_start("/dev/null");
+    if (err != 0) {
+        fprintf(stderr, "%s: coro_trace_start: error %d\n", NAME, err);
+        return 1;
+    }
+#endif
     p->s = coro_sched_create();
     if (p->s == NULL) {
         perror(NAME ": coro_sched_create");
@@ -160,6 +175,12 @@ static int teardown(void *ctx) {
         fprintf(stderr, "%s: coro_sched_destroy failed\n", NAME);
         return 1;
     }
+#if BENCH_TRACE
+    if (coro_trace_stop() != 0) {
+        fprintf(stderr, "%s: coro_trace_stop failed\n", NAME);
+        return 1;
+    }
+#endif
     return 0;
 }
 

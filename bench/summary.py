@@ -210,6 +210,27 @@ def sched_rows(d):
     rows.append(ratio_row("scheduled yield, ch05 vs ch02", yield_ch05,
                           yield1, 1.1, "ch02 scheduled yield",
                           ratio(res, "yield1_ch05", "yield1")))
+    # The trace (issue 34): compiled in and off against a build without
+    # it, paired round by round, on ch02's pump and on ch05's.
+    rows.append(ratio_row("scheduled yield, trace off vs none (ch02)", yield1,
+                          median(res, "yield1_untraced"), 1.02,
+                          "built without the trace",
+                          ratio(res, "yield1", "yield1_untraced")))
+    rows.append(ratio_row("scheduled yield, trace off vs none (ch05)",
+                          yield_ch05, median(res, "yield1_untraced_ch05"),
+                          1.02, "built without the trace",
+                          ratio(res, "yield1_ch05", "yield1_untraced_ch05")))
+    # Information only: what recording costs the pump, per event (one
+    # event per resume, and a yield is 2 switches: the figures are per
+    # switch, so an event costs twice the difference).
+    tracing = median(res, "yield1_tracing")
+    what = "trace on: the pump's cost per event (ch02)"
+    if tracing and yield1:
+        rows.append(info_row(what, ns(tracing), ns(yield1),
+                             f"+{2 * (tracing - yield1):.0f} ns per event",
+                             "trace off"))
+    else:
+        rows.append(Row(what, info=True))
     rows.append(ratio_row("scheduled yield vs Boost.Fiber yield", yield1,
                           fiber_yield, 0.25, "this_fiber::yield",
                           ratio(res, "yield1", "fiber_yield")))

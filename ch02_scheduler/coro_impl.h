@@ -91,6 +91,11 @@ struct coro {
     size_t stack_size;
     uint32_t dense_number; /* a dense stack's: 0, 1, 2 ... as carved */
 
+    /* What the trace and the debugger call it (trace.c): its id in the
+     * trace, 0 until first recorded, and coro_set_name()'s name. */
+    uint64_t trace_id;
+    char name[CORO_NAME_MAX + 1];
+
     /* On the registry of every stack, for the debugger (coro.c). */
     coro *registry_prev;
     coro *registry_next;

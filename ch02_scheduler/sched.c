@@ -11,8 +11,8 @@
  *                                               - post: call it
  *
  * The queue itself (and the priorities that order it) is in ready.c, the
- * stacks in cache.c; struct coro_sched, which all three share, is in
- * sched_impl.h.
+ * stacks in cache.c, the trace in trace.c; struct coro_sched, which they
+ * all share, is in sched_impl.h.
  *
  * Owns: the counts (alive, handles, posts) and the spare post entries of
  * struct coro_sched, and the scheduler's life from create to destroy.
@@ -68,6 +68,8 @@ static int sched_start(coro_sched *s, coro_fn fn, void *arg, bool detached,
         s->handles++;
     coro__overflow_prepare_thread();
     coro__queue_coroutine(s, c);
+    if (coro__tracing())
+        coro__trace_created(s, c, detached);
     *out = c;
     return 0;
 }
@@ -114,6 +116,7 @@ int coro_post(coro_sched *s, coro_post_fn fn, void *arg)
     p->ready.coroutine = NULL;
     p->fn = fn;
     p->arg = arg;
+    p->trace_number = coro__tracing() ? coro__trace_posted(s) : 0;
     s->posts_pending++;
     coro__ready_push(s, &p->ready, 0);
     return 0;
@@ -134,18 +137,27 @@ int coro_post(coro_sched *s, coro_post_fn fn, void *arg)
  * frame of its own, dense stack or not (seven instructions more per
  * yield), where the pump's frame is there already. Every switch out of a
  * scheduler's coroutine comes back here: nothing else resumes one.
+ *
+ * `traced`: record the resume (trace.c). Always a constant, so that the
+ * pump has two loops: its own, with no trace in it, and run_traced()'s.
  */
 static inline __attribute__((always_inline)) void
-run_coroutine(coro_sched *s, coro *c)
+run_coroutine(coro_sched *s, coro *c, bool traced)
 {
+    uint64_t began = traced ? coro__trace_clock() : 0;
+
     c->queued = false;
     coro__resume(c);
     if (c->map == NULL && !coro__stack_canary_intact(c))
         coro__overflow_abort(c); /* its dense stack ran over its end */
     if (__builtin_expect(c->state != CORO_DONE, 1)) {
+        if (traced)
+            coro__trace_resume(s, c, began, CORO_TRACE_YIELDED);
         coro__queue_coroutine(s, c); /* it yielded: behind everything ready */
         return;
     }
+    if (traced)
+        coro__trace_resume(s, c, began, CORO_TRACE_FINISHED);
     s->alive--;
     if (c->detached)
         coro__shell_put(s, c);
@@ -158,6 +170,7 @@ static void run_post(coro_sched *s, struct post *p)
 {
     coro_post_fn fn = p->fn;
     void *arg = p->arg;
+    uint64_t number = p->trace_number, began = 0;
 
     if (s->spare_count < SPARE_POSTS_MAX) {
         p->next_free = s->spare_posts;
@@ -167,7 +180,11 @@ static void run_post(coro_sched *s, struct post *p)
         free(p);
     }
     s->posts_pending--;
+    if (number != 0)
+        began = coro__trace_clock();
     fn(s, arg);
+    if (number != 0)
+        coro__trace_post_ran(s, number, began);
 }
 
 /*
@@ -185,18 +202,45 @@ static void run_post(coro_sched *s, struct post *p)
  * resume would pay for it (a scheduled yield, //bench:sched on an AMD
  * EPYC: 12.4 ns per switch, against 8.2 to 9.0 with the call in the
  * loop). In the loop, the next `ret` is the pump's own, once per run.
+ *
+ * `traced`: record what runs (run_coroutine() says how).
  */
-static inline __attribute__((always_inline)) bool run_one(coro_sched *s)
+static inline __attribute__((always_inline)) bool run_one(coro_sched *s,
+                                                          bool traced)
 {
     coro_ready *entry = coro__ready_pop(s);
 
     if (entry == NULL)
         return false;
     if (entry->coroutine != NULL)
-        run_coroutine(s, entry->coroutine);
+        run_coroutine(s, entry->coroutine, traced);
     else
         run_post(s, (struct post *)entry);
     return true;
+}
+
+/* Whether coro_sched_run() has work left. Every alive coroutine is queued
+ * while the pump runs, and so is every pending post: while there is
+ * work, there is always something to run. */
+static bool work_remains(const coro_sched *s)
+{
+    return s->alive > 0 || s->posts_pending > 0;
+}
+
+/*
+ * The pump's loop while a trace records, until the work is done or the
+ * trace stops: a loop of its own, out of line and marked cold, so that
+ * the pump's usual loop has no test of the trace in it at all. The price:
+ * a trace that starts while coro_sched_run() is running (a coroutine
+ * started it, or another thread) is seen at the pump's next entry, not in
+ * this run. (Chapter 3's pump looks at the start of every turn.)
+ */
+static __attribute__((noinline, cold)) void run_traced(coro_sched *s)
+{
+    while (work_remains(s) && coro__tracing()) {
+        if (!run_one(s, true))
+            abort();
+    }
 }
 
 bool coro__may_pump(const coro_sched *s)
@@ -229,10 +273,10 @@ int coro_sched_run(coro_sched *s)
     if (!coro__may_pump(s))
         return EPERM;
     outer = coro__pump_enter(s);
-    while (s->alive > 0 || s->posts_pending > 0) {
-        /* Every alive coroutine is queued while the pump runs, and so is
-         * every pending post: there is always something to run. */
-        if (!run_one(s))
+    if (coro__tracing())
+        run_traced(s);
+    while (work_remains(s)) {
+        if (!run_one(s, false))
             abort();
     }
     coro__pump_leave(s, outer);
@@ -247,7 +291,7 @@ bool coro_sched_step(coro_sched *s)
     if (s == NULL || !coro__may_pump(s))
         return false;
     outer = coro__pump_enter(s);
-    ran = run_one(s);
+    ran = run_one(s, coro__tracing());
     coro__pump_leave(s, outer);
     return ran;
 }
@@ -270,6 +314,7 @@ coro_sched *coro_sched_create_limit(size_t max_posts)
     s->owner = coro__thread_id();
     s->max_posts = max_posts;
     s->stack_size = coro__usable_stack_size(0);
+    coro__trace_sched_created(s);
     return s;
 }
 
@@ -315,6 +360,7 @@ int coro_sched_destroy(coro_sched *s)
         s->spare_posts = p->next_free;
         free(p);
     }
+    coro__trace_sched_destroyed(s);
     free(s);
     return 0;
 }

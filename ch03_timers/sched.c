@@ -11,8 +11,8 @@
  *                                               - post: call it
  *
  * The queue itself (and the priorities that order it) is in ready.c, the
- * stacks in cache.c, waiting in wait.c; struct coro_sched, which they all
- * share, is in sched_impl.h.
+ * stacks in cache.c, the trace in trace.c, waiting in wait.c; struct
+ * coro_sched, which they all share, is in sched_impl.h.
  *
  * Owns: the counts (alive, handles, posts) and the spare post entries of
  * struct coro_sched, and the scheduler's life from create to destroy.
@@ -74,6 +74,8 @@ static int sched_start(coro_sched *s, coro_fn fn, void *arg, bool detached,
         s->handles++;
     coro__overflow_prepare_thread();
     coro__queue_coroutine(s, c);
+    if (coro__tracing())
+        coro__trace_created(s, c, detached);
     *out = c;
     return 0;
 }
@@ -120,6 +122,7 @@ int coro_post(coro_sched *s, coro_post_fn fn, void *arg)
     p->ready.coroutine = NULL;
     p->fn = fn;
     p->arg = arg;
+    p->trace_number = coro__tracing() ? coro__trace_posted(s) : 0;
     s->posts_pending++;
     coro__ready_push(s, &p->ready, 0);
     return 0;
@@ -157,10 +160,15 @@ static void sleep_until(uint64_t deadline)
  * return_to_resumer() made the compiler give every switch out a stack
  * frame of its own, dense stack or not (seven instructions more per
  * yield), where the pump's frame is there already. Every switch out of a
- * scheduler's coroutine comes back here: nothing else resumes one. */
+ * scheduler's coroutine comes back here: nothing else resumes one.
+ *
+ * `traced`: record the resume (trace.c); a constant in the pump's loops,
+ * so that the pump has two: its own, with no trace in it, and
+ * run_turn_traced()'s. */
 static inline __attribute__((always_inline)) void
-run_coroutine(coro_sched *s, coro *c)
+run_coroutine(coro_sched *s, coro *c, bool traced)
 {
+    uint64_t began = traced ? coro__trace_clock() : 0;
     coro_left left;
 
     c->queued = false;
@@ -168,9 +176,15 @@ run_coroutine(coro_sched *s, coro *c)
     if (c->map == NULL && !coro__stack_canary_intact(c))
         coro__overflow_abort(c); /* its dense stack ran over its end */
     if (__builtin_expect(left == CORO_LEFT_YIELDED, 1)) {
+        if (traced)
+            coro__trace_resume(s, c, began, CORO_TRACE_YIELDED);
         coro__ready_put_back(s, c); /* behind the others */
         return;
     }
+    if (traced)
+        coro__trace_resume(s, c, began, left == CORO_LEFT_TO_WAIT
+                                            ? CORO_TRACE_PARKED
+                                            : CORO_TRACE_FINISHED);
     s->ready_count--;
     if (left == CORO_LEFT_TO_WAIT)
         return; /* what wakes it queues it */
@@ -186,6 +200,7 @@ static void run_post(coro_sched *s, struct post *p)
 {
     coro_post_fn fn = p->fn;
     void *arg = p->arg;
+    uint64_t number = p->trace_number, began = 0;
 
     if (s->spare_count < SPARE_POSTS_MAX) {
         p->next_free = s->spare_posts;
@@ -195,7 +210,11 @@ static void run_post(coro_sched *s, struct post *p)
         free(p);
     }
     s->posts_pending--;
+    if (number != 0)
+        began = coro__trace_clock();
     fn(s, arg);
+    if (number != 0)
+        coro__trace_post_ran(s, number, began);
 }
 
 /*
@@ -213,15 +232,18 @@ static void run_post(coro_sched *s, struct post *p)
  * resume would pay for it (a scheduled yield, //bench:sched on an AMD
  * EPYC: 12.4 ns per switch, against 8.2 to 9.0 with the call in the
  * loop). In the loop, the next `ret` is the pump's own, once per run.
+ *
+ * `traced`: record what runs (run_coroutine() says how).
  */
-static inline __attribute__((always_inline)) bool run_one(coro_sched *s)
+static inline __attribute__((always_inline)) bool run_one(coro_sched *s,
+                                                          bool traced)
 {
     coro_ready *entry = coro__ready_take(s);
 
     if (entry == NULL)
         return false;
     if (entry->coroutine != NULL) {
-        run_coroutine(s, entry->coroutine);
+        run_coroutine(s, entry->coroutine, traced);
     } else {
         s->ready_count--; /* a post leaves the queue for good */
         run_post(s, (struct post *)entry);
@@ -271,14 +293,24 @@ static size_t turn_length(const coro_sched *s)
 /* Run one turn's entries: turn_length() of them, fewer if the queue
  * empties first. Returns how many ran. Always inlined, as run_one() is
  * (it says why): the loop that resumes is this one. */
-static inline __attribute__((always_inline)) size_t run_turn(coro_sched *s)
+static inline __attribute__((always_inline)) size_t
+run_turn(coro_sched *s, bool traced)
 {
     size_t length = turn_length(s);
     size_t ran = 0;
 
-    while (ran < length && run_one(s))
+    while (ran < length && run_one(s, traced))
         ran++;
     return ran;
+}
+
+/* A turn while a trace records: a loop of its own, out of line and marked
+ * cold, so that the pump's usual loop has no test of the trace in it at
+ * all; the pump chooses between the two once per turn. A trace that
+ * starts while the pump runs so shows from the pump's next turn. */
+static __attribute__((noinline, cold)) size_t run_turn_traced(coro_sched *s)
+{
+    return run_turn(s, true);
 }
 
 /*
@@ -308,7 +340,7 @@ int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
          * keep yielding must not keep run_until past its deadline. */
         if (until_deadline && deadline <= coro_now())
             return ETIMEDOUT;
-        if (run_turn(s) > 0)
+        if ((coro__tracing() ? run_turn_traced(s) : run_turn(s, false)) > 0)
             continue;
         /* nothing was ready */
         wake_at = coro__timers_next(&s->timers);
@@ -353,7 +385,7 @@ bool coro_sched_step(coro_sched *s)
         return false;
     outer = coro__pump_enter(s);
     coro__fire_due_timers(s);
-    ran = run_one(s);
+    ran = run_one(s, coro__tracing());
     coro__pump_leave(s, outer);
     return ran;
 }
@@ -362,10 +394,11 @@ bool coro_sched_step(coro_sched *s)
 static size_t run_ready(coro_sched *s)
 {
     size_t batch, ran = 0;
+    bool traced = coro__tracing();
 
     coro__fire_due_timers(s);
     batch = s->ready_count;
-    while (ran < batch && run_one(s))
+    while (ran < batch && run_one(s, traced))
         ran++;
     return ran;
 }
@@ -415,6 +448,7 @@ coro_sched *coro_sched_create_limit(size_t max_posts)
     s->owner = coro__thread_id();
     s->max_posts = max_posts;
     s->stack_size = coro__usable_stack_size(0);
+    coro__trace_sched_created(s);
     return s;
 }
 
@@ -461,6 +495,7 @@ int coro_sched_destroy(coro_sched *s)
         s->spare_posts = p->next_free;
         free(p);
     }
+    coro__trace_sched_destroyed(s);
     free(s);
     return 0;
 }

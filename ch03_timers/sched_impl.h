@@ -10,6 +10,7 @@
  *   ready.c   the ready queue: one FIFO per priority, and its invariant
  *   cache.c   stacks: finished coroutines ("shells") kept for reuse, the
  *             stack size, dense stacks
+ *   trace.c   the trace: what the pump ran, recorded (trace_impl.h)
  *   wait.c    waiting: out of the ready queue until a timer fires or
  *             something makes the coroutine ready again
  *
@@ -20,6 +21,7 @@
 #define CORO_SCHED_IMPL_H
 
 #include "coro_impl.h"
+#include "trace_impl.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -44,6 +46,7 @@ struct post {
     coro_post_fn fn;
     void *arg;
     struct post *next_free;
+    uint64_t trace_number; /* its number in the trace; 0: not recorded */
 };
 
 /* The finished dense stacks, by number (dense_number): bit n of `free` is
@@ -89,6 +92,8 @@ struct coro_sched {
     size_t cached;              /* on the list */
     struct dense_cache dense_cache;
     coro_dense *dense;          /* non-NULL: dense stacks are on */
+
+    struct sched_trace trace;   /* its buffer and lane (trace.c) */
 };
 
 /* ── The ready queue (ready.c) ────────────────────────────────────────── */

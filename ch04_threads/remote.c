@@ -14,8 +14,10 @@
  * struct coro_sched (sched_impl.h).
  *
  * Owns: the inbox and the backlog of struct coro_sched, the post nodes
- * that travel between threads (`returned`, and each thread's cache), and
- * the admission count of posts (posts_pending, posts_rejected). Thread:
+ * that travel between threads (`returned`, and each thread's cache), the
+ * admission count of posts (posts_pending, posts_rejected), and the count
+ * of coroutines alive that other threads read (arriving + alive_local:
+ * coro__alive_count()). Thread:
  * coro__start_remote(), coro__post_admit() / _unadmit(),
  * coro__post_remote() and coro__deliver_ready() run on any thread; the
  * rest on the owner's.
@@ -27,6 +29,36 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
+
+/* ── Counts ───────────────────────────────────────────────────────────── */
+
+/* Coroutines alive: created (here or elsewhere) and not finished.
+ *
+ * A coroutine sent by another thread moves from `arriving` to
+ * `alive_local` in take_in(): alive_local += 1, then arriving -= 1 with
+ * release. Reading arriving first, with acquire, means: if we see the
+ * decrement, we also see the increment before it. So the sum may count
+ * the coroutine twice, never zero times. */
+size_t coro__alive_count(const coro_sched *s)
+{
+    size_t arriving = atomic_load_explicit(&s->arriving, memory_order_acquire);
+
+    return arriving +
+           atomic_load_explicit(&s->alive_local, memory_order_relaxed);
+}
+
+void coro__alive_add(coro_sched *s, int delta)
+{
+    size_t now = atomic_load_explicit(&s->alive_local, memory_order_relaxed);
+
+    atomic_store_explicit(&s->alive_local, now + (size_t)(ptrdiff_t)delta,
+                          memory_order_relaxed);
+}
+
+size_t coro__posts_pending(const coro_sched *s)
+{
+    return atomic_load_explicit(&s->posts_pending, memory_order_relaxed);
+}
 
 /* ── Starting a coroutine from another thread ─────────────────────────── */
 
@@ -168,6 +200,7 @@ int coro__post_remote(coro_sched *s, coro_post_fn fn, void *arg)
         return EAGAIN;
     }
     p->from_other_thread = true;
+    p->trace_number = 0; /* not in the trace (yet) */
     p->ready.coroutine = NULL;
     p->fn = fn;
     p->arg = arg;

@@ -11,11 +11,13 @@
  *                                               - post: call it
  *
  * The queue itself (and the priorities that order it) is in ready.c, the
- * stacks in cache.c, waiting in wait.c, other threads' requests in
- * remote.c; struct coro_sched, which they all share, is in sched_impl.h.
+ * stacks in cache.c, the trace in trace.c, waiting in wait.c, other
+ * threads' requests in remote.c; struct coro_sched, which they all share,
+ * is in sched_impl.h.
  *
- * Owns: the counts (alive, handles, posts) and the spare post entries of
- * struct coro_sched, and the scheduler's life from create to destroy.
+ * Owns: the count of handles and the spare post entries of struct
+ * coro_sched, and the scheduler's life from create to destroy (the
+ * counts other threads read are remote.c's).
  * Thread: the scheduler's owner only; every entry point checks it, and
  * coro_go / coro_spawn / coro_post from another thread hand over to
  * remote.c, which sends the work through the inbox.
@@ -33,36 +35,6 @@ enum { SPARE_POSTS_MAX = 1024 };
 
 /* The scheduler whose pump is running on this thread (innermost). */
 static _Thread_local coro_sched *pumping_now;
-
-/* ── Counts ───────────────────────────────────────────────────────────── */
-
-/* Coroutines alive: created (here or elsewhere) and not finished.
- *
- * A coroutine sent by another thread moves from `arriving` to
- * `alive_local` in take_in(): alive_local += 1, then arriving -= 1 with
- * release. Reading arriving first, with acquire, means: if we see the
- * decrement, we also see the increment before it. So the sum may count
- * the coroutine twice, never zero times. */
-size_t coro__alive_count(const coro_sched *s)
-{
-    size_t arriving = atomic_load_explicit(&s->arriving, memory_order_acquire);
-
-    return arriving +
-           atomic_load_explicit(&s->alive_local, memory_order_relaxed);
-}
-
-void coro__alive_add(coro_sched *s, int delta)
-{
-    size_t now = atomic_load_explicit(&s->alive_local, memory_order_relaxed);
-
-    atomic_store_explicit(&s->alive_local, now + (size_t)(ptrdiff_t)delta,
-                          memory_order_relaxed);
-}
-
-size_t coro__posts_pending(const coro_sched *s)
-{
-    return atomic_load_explicit(&s->posts_pending, memory_order_relaxed);
-}
 
 /* ── Creating work ────────────────────────────────────────────────────── */
 
@@ -128,6 +100,8 @@ static int sched_start(coro_sched *s, coro_fn fn, void *arg, bool detached,
         s->handles++;
     coro__overflow_prepare_thread();
     coro__queue_coroutine(s, c);
+    if (coro__tracing())
+        coro__trace_created(s, c, detached);
     *out = c;
     return 0;
 }
@@ -176,6 +150,7 @@ int coro_post(coro_sched *s, coro_post_fn fn, void *arg)
     p->ready.coroutine = NULL;
     p->fn = fn;
     p->arg = arg;
+    p->trace_number = coro__tracing() ? coro__trace_posted(s) : 0;
     coro__ready_push(s, &p->ready, 0);
     return 0;
 no_memory:
@@ -203,10 +178,15 @@ no_memory:
  * return_to_resumer() made the compiler give every switch out a stack
  * frame of its own, dense stack or not (seven instructions more per
  * yield), where the pump's frame is there already. Every switch out of a
- * scheduler's coroutine comes back here: nothing else resumes one. */
+ * scheduler's coroutine comes back here: nothing else resumes one.
+ *
+ * `traced`: record the resume (trace.c); a constant in the pump's loops,
+ * so that the pump has two: its own, with no trace in it, and
+ * run_turn_traced()'s. */
 static inline __attribute__((always_inline)) void
-run_coroutine(coro_sched *s, coro *c)
+run_coroutine(coro_sched *s, coro *c, bool traced)
 {
+    uint64_t began = traced ? coro__trace_clock() : 0;
     coro_left left;
 
     c->queued = false;
@@ -214,9 +194,15 @@ run_coroutine(coro_sched *s, coro *c)
     if (c->map == NULL && !coro__stack_canary_intact(c))
         coro__overflow_abort(c); /* its dense stack ran over its end */
     if (__builtin_expect(left == CORO_LEFT_YIELDED, 1)) {
+        if (traced)
+            coro__trace_resume(s, c, began, CORO_TRACE_YIELDED);
         coro__ready_put_back(s, c); /* behind the others */
         return;
     }
+    if (traced)
+        coro__trace_resume(s, c, began, left == CORO_LEFT_TO_WAIT
+                                            ? CORO_TRACE_PARKED
+                                            : CORO_TRACE_FINISHED);
     s->ready_count--;
     if (left == CORO_LEFT_TO_WAIT)
         return; /* what wakes it queues it */
@@ -235,6 +221,7 @@ static void run_post(coro_sched *s, struct post *p)
 {
     coro_post_fn fn = p->fn;
     void *arg = p->arg;
+    uint64_t number = p->trace_number, began = 0;
 
     if (p->from_other_thread) {
         coro__post_node_return(s, p); /* back to the producers */
@@ -246,7 +233,11 @@ static void run_post(coro_sched *s, struct post *p)
         free(p);
     }
     coro__post_unadmit(s);
+    if (number != 0)
+        began = coro__trace_clock();
     fn(s, arg);
+    if (number != 0)
+        coro__trace_post_ran(s, number, began);
 }
 
 /*
@@ -264,15 +255,18 @@ static void run_post(coro_sched *s, struct post *p)
  * resume would pay for it (a scheduled yield, //bench:sched on an AMD
  * EPYC: 12.4 ns per switch, against 8.2 to 9.0 with the call in the
  * loop). In the loop, the next `ret` is the pump's own, once per run.
+ *
+ * `traced`: record what runs (run_coroutine() says how).
  */
-static inline __attribute__((always_inline)) bool run_one(coro_sched *s)
+static inline __attribute__((always_inline)) bool run_one(coro_sched *s,
+                                                          bool traced)
 {
     coro_ready *entry = coro__ready_take(s);
 
     if (entry == NULL)
         return false;
     if (entry->coroutine != NULL) {
-        run_coroutine(s, entry->coroutine);
+        run_coroutine(s, entry->coroutine, traced);
     } else {
         s->ready_count--; /* a post leaves the queue for good */
         run_post(s, (struct post *)entry);
@@ -346,14 +340,24 @@ static size_t turn_length(const coro_sched *s)
 /* Run one turn's entries: turn_length() of them, fewer if the queue
  * empties first. Returns how many ran. Always inlined, as run_one() is
  * (it says why): the loop that resumes is this one. */
-static inline __attribute__((always_inline)) size_t run_turn(coro_sched *s)
+static inline __attribute__((always_inline)) size_t
+run_turn(coro_sched *s, bool traced)
 {
     size_t length = turn_length(s);
     size_t ran = 0;
 
-    while (ran < length && run_one(s))
+    while (ran < length && run_one(s, traced))
         ran++;
     return ran;
+}
+
+/* A turn while a trace records: a loop of its own, out of line and marked
+ * cold, so that the pump's usual loop has no test of the trace in it at
+ * all; the pump chooses between the two once per turn. A trace that
+ * starts while the pump runs so shows from the pump's next turn. */
+static __attribute__((noinline, cold)) size_t run_turn_traced(coro_sched *s)
+{
+    return run_turn(s, true);
 }
 
 /*
@@ -396,7 +400,7 @@ int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
          * keep yielding must not keep run_until past its deadline. */
         if (until_deadline && deadline <= coro_now())
             return ETIMEDOUT;
-        if (run_turn(s) > 0)
+        if ((coro__tracing() ? run_turn_traced(s) : run_turn(s, false)) > 0)
             continue;
         /* nothing was ready */
         coro__inbox_wait(&s->inbox, idle_until(s, deadline));
@@ -439,7 +443,7 @@ bool coro_sched_step(coro_sched *s)
     outer = coro__pump_enter(s);
     coro__drain_inbox(s);
     coro__fire_due_timers(s);
-    ran = run_one(s);
+    ran = run_one(s, coro__tracing());
     coro__pump_leave(s, outer);
     return ran;
 }
@@ -448,11 +452,12 @@ bool coro_sched_step(coro_sched *s)
 static size_t run_ready(coro_sched *s)
 {
     size_t batch, ran = 0;
+    bool traced = coro__tracing();
 
     coro__drain_inbox(s);
     coro__fire_due_timers(s);
     batch = s->ready_count;
-    while (ran < batch && run_one(s))
+    while (ran < batch && run_one(s, traced))
         ran++;
     return ran;
 }
@@ -516,6 +521,7 @@ coro_sched *coro_sched_create_limit(size_t max_posts)
     s->owner = coro__thread_id();
     s->max_posts = max_posts;
     atomic_init(&s->stack_size, coro__usable_stack_size(0));
+    coro__trace_sched_created(s);
     return s;
 }
 
@@ -568,6 +574,7 @@ int coro_sched_destroy(coro_sched *s)
     }
     coro__inbox_fini(&s->inbox); /* a late producer may still touch its
                                     wake cell: cells are never freed */
+    coro__trace_sched_destroyed(s);
     free(s);
     return 0;
 }

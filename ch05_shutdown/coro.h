@@ -1328,6 +1328,94 @@ int coro_sched_stats(const coro_sched *s, coro_stats *out);
 
 /** @} */
 
+/**
+ * @defgroup coro_trace Seeing it run: a trace of the scheduling
+ * @brief Record which coroutine ran when, on which thread, and draw it.
+ *
+ * A trace records what the pumps do, as Chrome's Trace Event JSON, which
+ * Perfetto UI (ui.perfetto.dev, "Open trace file") and chrome://tracing
+ * open as it is; `tools/timeline TRACE.json -o TRACE.svg` draws it. Each
+ * thread that pumps is a lane; each resume of a coroutine is a slice on
+ * its lane, named after the coroutine (coro_set_name(), else "coro ID"),
+ * with `args.id` and `args.left` (how it left: "yielded", "parked" or
+ * "finished"); each coro_go() and coro_spawn() is an instant, and each
+ * post an arrow from where it was posted to the slice where it ran.
+ *
+ * Two ways to record: run the program with `CORO_TRACE=out.json` in its
+ * environment (the trace starts when the first scheduler is created and
+ * is written out at exit()), or call coro_trace_start() and
+ * coro_trace_stop() around the part to see.
+ *
+ * Off, a trace costs the pump one test of a flag per entry it runs.
+ * On, each event costs the pump a copy into its scheduler's buffer; the
+ * formatting and the file's I/O happen on a thread of the trace's own.
+ * If that thread falls behind, whole buffers of events are dropped and
+ * counted (never the program held up), and the count is printed when the
+ * trace stops. A trace that cannot be written is reported once, on
+ * stderr or as coro_trace_start()'s error, and never stops the program.
+ * @{
+ */
+
+/** @brief The longest name coro_set_name() keeps, in bytes. */
+#define CORO_NAME_MAX 23
+
+/**
+ * @brief Start recording a trace into the file `path`.
+ *
+ * The file is created, or truncated, now; events are written to it as
+ * the trace goes, and it is a complete JSON document once
+ * coro_trace_stop() returns. Every scheduler of the process records,
+ * whichever thread it runs on.
+ *
+ * @param path the file to write.
+ * @return 0, or:
+ *         - `EINVAL`:   `path` is NULL or empty;
+ *         - `EALREADY`: a trace is recording already;
+ *         - the error opening `path` gave (`ENOENT`, `EACCES`, `EISDIR`...);
+ *         - `EAGAIN` or `ENOMEM`: the writer thread could not start.
+ *
+ * Thread-safety: any thread.
+ */
+int coro_trace_start(const char *path);
+
+/**
+ * @brief Stop the trace: collect what every scheduler recorded, write it
+ * out, and close the file.
+ *
+ * Returns when the file is complete. What a pump records while the stop
+ * runs may be left out. Called while no trace records (or in a child of
+ * fork(), which never records its parent's trace), it does nothing.
+ *
+ * @return 0: the trace is complete in its file, or none was recording;
+ *         else the error that stopped the writing (`ENOSPC`, `EIO`...),
+ *         which was also printed on stderr when it happened.
+ *
+ * Thread-safety: any thread, also from a coroutine (it blocks the thread
+ * until the file is written).
+ */
+int coro_trace_stop(void);
+
+/**
+ * @brief Name a coroutine, for the trace (its slices carry the name) and
+ * the debugger (`info coroutines`).
+ *
+ * The name is copied: at most #CORO_NAME_MAX bytes are kept, and any
+ * character but printable ASCII, as well as `"` and `\`, becomes `?`.
+ * The empty string takes the name away. A coroutine created again on a
+ * reused stack starts without a name.
+ *
+ * @param c    the coroutine.
+ * @param name its new name.
+ * @return 0, or:
+ *         - `EINVAL`: `c` or `name` is NULL, or `c` is #CORO_DONE;
+ *         - `EPERM`:  `c` belongs to another thread.
+ *
+ * Thread-safety: only from the thread that owns `c`.
+ */
+int coro_set_name(coro *c, const char *name);
+
+/** @} */
+
 #ifdef __cplusplus
 }
 #endif

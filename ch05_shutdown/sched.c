@@ -11,9 +11,9 @@
  *                                               - post: call it
  *
  * The queue itself (and the priorities that order it) is in ready.c, the
- * stacks in cache.c, waiting in wait.c, other threads' requests in
- * remote.c, stopping in shutdown.c, statistics in stats.c; struct
- * coro_sched, which they all share, is in sched_impl.h.
+ * stacks in cache.c, the trace in trace.c, waiting in wait.c, other
+ * threads' requests in remote.c, stopping in shutdown.c, statistics in
+ * stats.c; struct coro_sched, which they all share, is in sched_impl.h.
  *
  * Owns: the counts (alive, handles, posts) and the spare post entries of
  * struct coro_sched, and the scheduler's life from create to destroy.
@@ -34,43 +34,6 @@ enum { SPARE_POSTS_MAX = 1024 };
 
 /* The scheduler whose pump is running on this thread (innermost). */
 static _Thread_local coro_sched *pumping_now;
-
-/* ── Counts ───────────────────────────────────────────────────────────── */
-
-/* Coroutines alive: created (here or elsewhere) and not finished.
- *
- * A coroutine sent by another thread moves from `arriving` to
- * `alive_local` in take_in(): alive_local += 1, then arriving -= 1 with
- * release. Reading arriving first, with acquire, means: if we see the
- * decrement, we also see the increment before it. So the sum may count
- * the coroutine twice, never zero times. */
-size_t coro__alive_count(const coro_sched *s)
-{
-    /* seq_cst, not just acquire: the shutdown's last look at the counts
-     * is one side of the close handshake (see coro__is_closed()). With
-     * acquire alone, C11 (and AArch64's LDAPR) would let this load read 0
-     * while a producer counted in still reads `closed` as false. A seq_cst
-     * load costs a plain mov on x86 and an LDAR on AArch64. */
-    size_t arriving = atomic_load_explicit(&s->arriving, memory_order_seq_cst);
-
-    return arriving +
-           atomic_load_explicit(&s->alive_local, memory_order_relaxed);
-}
-
-void coro__alive_add(coro_sched *s, int delta)
-{
-    size_t now = atomic_load_explicit(&s->alive_local, memory_order_relaxed);
-
-    atomic_store_explicit(&s->alive_local, now + (size_t)(ptrdiff_t)delta,
-                          memory_order_relaxed);
-}
-
-size_t coro__posts_pending(const coro_sched *s)
-{
-    /* seq_cst: the other side of the close handshake for posts, as in
-     * coro__alive_count(). */
-    return atomic_load_explicit(&s->posts_pending, memory_order_seq_cst);
-}
 
 /* ── Creating work ────────────────────────────────────────────────────── */
 
@@ -143,6 +106,8 @@ static int sched_start(coro_sched *s, coro_fn fn, void *arg, bool detached,
     coro__member_link(s, c);
     coro__overflow_prepare_thread();
     coro__queue_coroutine(s, c);
+    if (coro__tracing())
+        coro__trace_created(s, c, detached);
     *out = c;
     return 0;
 }
@@ -203,6 +168,7 @@ static int post_checked(coro_sched *s, coro_post_fn fn, void *arg,
     p->ready.coroutine = NULL;
     p->fn = fn;
     p->arg = arg;
+    p->trace_number = coro__tracing() ? coro__trace_posted(s) : 0;
     coro__ready_push(s, &p->ready, 0);
     return 0;
 no_memory:
@@ -243,10 +209,13 @@ int coro__post_always(coro_sched *s, coro_post_fn fn, void *arg)
  * scheduler's coroutine comes back here: nothing else resumes one.
  *
  * `room`: the statistics window's count, which the loop that resumes
- * keeps (run_one() says why). */
+ * keeps (run_one() says why). `traced`: record the resume (trace.c);
+ * a constant in the pump's loops, so that the pump has two: its own, with
+ * no trace in it, and run_turn_traced()'s. */
 static inline __attribute__((always_inline)) void
-run_coroutine(coro_sched *s, coro *c, int *room)
+run_coroutine(coro_sched *s, coro *c, int *room, bool traced)
 {
+    uint64_t began = traced ? coro__trace_clock() : 0;
     coro_left left;
 
     c->queued = false;
@@ -255,12 +224,18 @@ run_coroutine(coro_sched *s, coro *c, int *room)
     if (c->map == NULL && !coro__stack_canary_intact(c))
         coro__overflow_abort(c); /* its dense stack ran over its end */
     if (__builtin_expect(left == CORO_LEFT_YIELDED, 1)) {
+        if (traced)
+            coro__trace_resume(s, c, began, CORO_TRACE_YIELDED);
         /* Behind everything ready. Its ready time is the reading its
          * resume started at, which it carries already
          * (coro__timing_open() says why no stamp is needed). */
         coro__ready_put_back(s, c);
         return;
     }
+    if (traced)
+        coro__trace_resume(s, c, began, left == CORO_LEFT_TO_WAIT
+                                            ? CORO_TRACE_PARKED
+                                            : CORO_TRACE_FINISHED);
     s->ready_count--;
     if (left == CORO_LEFT_TO_WAIT)
         return; /* what wakes it queues it */
@@ -285,6 +260,7 @@ static void run_post(coro_sched *s, struct post *p)
 {
     coro_post_fn fn = p->fn;
     void *arg = p->arg;
+    uint64_t number = p->trace_number, began = 0;
 
     coro__timing_pause(s);
     if (p->from_other_thread) {
@@ -297,7 +273,11 @@ static void run_post(coro_sched *s, struct post *p)
         free(p);
     }
     coro__post_unadmit(s);
+    if (number != 0)
+        began = coro__trace_clock();
     fn(s, arg);
+    if (number != 0)
+        coro__trace_post_ran(s, number, began);
 }
 
 /*
@@ -323,16 +303,18 @@ static void run_post(coro_sched *s, struct post *p)
  * (notes/statistics.md has the figures). The loop reads window_left
  * when it starts and writes it back when it stops; a post, which ends
  * the window (coro__timing_pause()), gets it written back first.
+ *
+ * `traced`: record what runs (run_coroutine() says how).
  */
-static inline __attribute__((always_inline)) bool run_one(coro_sched *s,
-                                                          int *room)
+static inline __attribute__((always_inline)) bool
+run_one(coro_sched *s, int *room, bool traced)
 {
     coro_ready *entry = coro__ready_take(s);
 
     if (entry == NULL)
         return false;
     if (entry->coroutine != NULL) {
-        run_coroutine(s, entry->coroutine, room);
+        run_coroutine(s, entry->coroutine, room, traced);
     } else {
         s->ready_count--; /* a post leaves the queue for good */
         s->window_left = *room;
@@ -345,7 +327,7 @@ static inline __attribute__((always_inline)) bool run_one(coro_sched *s,
 bool coro__run_one(coro_sched *s)
 {
     int room = s->window_left;
-    bool ran = run_one(s, &room);
+    bool ran = run_one(s, &room, coro__tracing());
 
     s->window_left = room;
     return ran;
@@ -419,16 +401,26 @@ static size_t turn_length(const coro_sched *s)
 /* Run one turn's entries: turn_length() of them, fewer if the queue
  * empties first. Returns how many ran. Always inlined, as run_one() is
  * (it says why): the loop that resumes is this one. */
-static inline __attribute__((always_inline)) size_t run_turn(coro_sched *s)
+static inline __attribute__((always_inline)) size_t
+run_turn(coro_sched *s, bool traced)
 {
     size_t length = turn_length(s);
     size_t ran = 0;
     int room = s->window_left; /* in a register meanwhile: run_one() */
 
-    while (ran < length && run_one(s, &room))
+    while (ran < length && run_one(s, &room, traced))
         ran++;
     s->window_left = room;
     return ran;
+}
+
+/* A turn while a trace records: a loop of its own, out of line and marked
+ * cold, so that the pump's usual loop has no test of the trace in it at
+ * all; the pump chooses between the two once per turn. A trace that
+ * starts while the pump runs so shows from the pump's next turn. */
+static __attribute__((noinline, cold)) size_t run_turn_traced(coro_sched *s)
+{
+    return run_turn(s, true);
 }
 
 /*
@@ -485,7 +477,7 @@ int coro__pump_until(coro_sched *s, uint64_t deadline, bool until_deadline)
             s->ready_count > 0) /* the hook first: the rare case */
             coro__inbox_poll(&s->inbox);
         looked = false;
-        if (run_turn(s) > 0)
+        if ((coro__tracing() ? run_turn_traced(s) : run_turn(s, false)) > 0)
             continue;
         /* Nothing was ready. What was taken in may have ended the work
          * without queueing anything (a refused request giving its count
@@ -544,13 +536,14 @@ bool coro_sched_step(coro_sched *s)
 static size_t run_ready(coro_sched *s)
 {
     size_t batch, ran = 0;
+    bool traced = coro__tracing();
     int room;
 
     coro__drain_inbox(s);
     coro__fire_due_timers(s);
     batch = s->ready_count;
     room = s->window_left; /* in a register meanwhile: run_one() */
-    while (ran < batch && run_one(s, &room))
+    while (ran < batch && run_one(s, &room, traced))
         ran++;
     s->window_left = room;
     return ran;
@@ -638,6 +631,7 @@ coro_sched *coro_sched_create_limit(size_t max_posts)
     s->max_posts = max_posts;
     atomic_init(&s->stack_size, coro__usable_stack_size(0));
     coro__ticks_rate_measure(); /* the first time: 2 ms, outside any pump */
+    coro__trace_sched_created(s);
     return s;
 }
 
@@ -694,6 +688,7 @@ int coro_sched_destroy(coro_sched *s)
     }
     coro__inbox_fini(&s->inbox); /* a late producer may still touch its
                                     wake cell: cells are never freed */
+    coro__trace_sched_destroyed(s);
     free(s);
     return 0;
 }

@@ -10,6 +10,7 @@
  *   ready.c   the ready queue: one FIFO per priority, and its invariant
  *   cache.c   stacks: finished coroutines ("shells") kept for reuse, the
  *             stack size, dense stacks
+ *   trace.c   the trace: what the pump ran, recorded (trace_impl.h)
  *   wait.c    waiting: out of the ready queue until a timer fires or
  *             something makes the coroutine ready again
  *   remote.c  other threads' requests: starts, posts and wakes through
@@ -28,6 +29,7 @@
 #define CORO_SCHED_IMPL_H
 
 #include "coro_impl.h"
+#include "trace_impl.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -54,6 +56,7 @@ struct post {
     void *arg;
     bool from_other_thread; /* its node goes back to the producers */
     struct post *next_free;
+    uint64_t trace_number; /* its number in the trace; 0: not recorded */
 };
 
 /* The finished dense stacks, by number (dense_number): bit n of `free` is
@@ -155,9 +158,11 @@ struct coro_sched {
      * before the scheduler is: coro_sched_set_stack_size() resizes it in
      * place. */
     _Atomic(coro_dense *) dense;
+
+    struct sched_trace trace;   /* its buffer and lane (trace.c) */
 };
 
-/* ── Counts (sched.c) ─────────────────────────────────────────────────── */
+/* ── Counts (remote.c) ────────────────────────────────────────────────── */
 
 /* Any thread: coroutines alive, created (here or elsewhere) and not
  * finished. */
@@ -172,7 +177,7 @@ size_t coro__posts_pending(const coro_sched *s);
 
 /* Whether anything is left to do: coroutines alive, posts pending, or a
  * request still owed to a finished coroutine (it must arrive before the
- * coroutine's memory is reused or freed). */
+ * coroutine's memory is reused or freed). sched.c. */
 bool coro__work_remains(const coro_sched *s);
 
 /* Any thread: whether the calling thread owns `s`. */

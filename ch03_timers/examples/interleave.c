@@ -4,6 +4,9 @@
  * Chapter 1's ping-pong needed a hand-written loop in main deciding who
  * runs next. Here the scheduler's pump does it: each coro_yield() puts the
  * task at the back of the ready queue, so the three interleave round-robin.
+ *
+ * To see it: CORO_TRACE=interleave.json runs it with a trace, and
+ * tools/timeline interleave.json -o interleave.svg draws it.
  */
 #include <stdio.h>
 
@@ -13,6 +16,7 @@ static void *task(void *arg)
 {
     const char *name = arg;
 
+    coro_set_name(coro_self(), name); /* what a trace calls it */
     for (int step = 1; step <= 3; step++) {
         printf("  %s: step %d\n", name, step);
         coro_yield(); /* to the back of the queue: the others go first */
