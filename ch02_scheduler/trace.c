@@ -72,9 +72,12 @@ struct trace_buffer {
 
 _Atomic uint32_t coro__trace_on;
 
-/* Coroutines get their trace id when first recorded: 1, 2, 3... over the
- * whole process, so ids never repeat across schedulers or traces. */
+/* Coroutines get their trace id when first recorded, and arrows (flow
+ * events) their number when they start: 1, 2, 3... over the whole
+ * process, so that no two repeat, across schedulers or traces. Relaxed:
+ * only the numbers matter, nothing is published with them. */
 static _Atomic uint64_t next_coro_id = 1;
+static _Atomic uint64_t next_arrow = 1;
 
 static struct {
     pthread_mutex_t lock;     /* guards all of this */
@@ -92,7 +95,6 @@ static struct {
     size_t queued;
     uint64_t dropped;         /* records dropped: the queue was full */
     int error;                /* the first write error, 0 if none */
-    uint64_t next_post;       /* post numbers */
 } trace = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .work = PTHREAD_COND_INITIALIZER,
@@ -401,11 +403,12 @@ void coro__trace_created(coro_sched *s, coro *c, bool detached)
 
 uint64_t coro__trace_posted(coro_sched *s)
 {
-    struct trace_record r = {.time = coro__trace_clock(), .kind = REC_POST};
+    struct trace_record r = {
+        .time = coro__trace_clock(),
+        .id = atomic_fetch_add_explicit(&next_arrow, 1, memory_order_relaxed),
+        .kind = REC_POST,
+    };
 
-    pthread_mutex_lock(&trace.lock);
-    r.id = ++trace.next_post;
-    pthread_mutex_unlock(&trace.lock);
     append(s, &r);
     return r.id;
 }

@@ -302,6 +302,7 @@ void coro__prepare(coro *c, coro_fn fn, void *arg, bool reused)
     c->owner = thread_self();
     c->trace_id = 0;    /* a new coroutine to the trace, */
     c->name[0] = '\0';  /* and to the debugger */
+    c->trace_arrow = 0;
 #ifdef CORO_ASAN
     c->asan_fake_stack = NULL;
 #endif

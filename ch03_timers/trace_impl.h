@@ -12,7 +12,7 @@
 #ifndef CORO_TRACE_IMPL_H
 #define CORO_TRACE_IMPL_H
 
-#include "coro.h"
+#include "coro_impl.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -85,5 +85,16 @@ uint64_t coro__trace_posted(coro_sched *s);
 /* The post numbered `number` (coro__trace_posted(), not 0) ran from
  * `began` until now. */
 void coro__trace_post_ran(coro_sched *s, uint64_t number, uint64_t began);
+
+/* `c` waits (coro__wait()): `why`, until `deadline` (CORO_FOREVER: no
+ * deadline). */
+void coro__trace_wait(coro *c, coro_wait why, uint64_t deadline);
+
+/* The timer of `c` came due: the pump of `s` fires it. */
+void coro__trace_timer(coro_sched *s, coro *c);
+
+/* `c` was made ready (coro__make_ready()), on the thread of `s`: an arrow
+ * starts here, to end where `c` runs next (c->trace_arrow). */
+void coro__trace_woken(coro_sched *s, coro *c);
 
 #endif /* CORO_TRACE_IMPL_H */

@@ -34,6 +34,8 @@ int coro__wait(coro *self, coro_wait why, uint64_t deadline)
     self->deadline = deadline;
     if (deadline != CORO_FOREVER)
         coro__timers_add(&self->sched->timers, self, deadline);
+    if (coro__tracing())
+        coro__trace_wait(self, why, deadline);
     coro__yield_to_wait(); /* the pump does not requeue it */
     return self->wait_result;
 }
@@ -47,6 +49,8 @@ void coro__make_ready(coro *c, int result)
     c->waiting = CORO_WAIT_NONE;
     c->wait_result = result;
     coro__queue_coroutine(s, c);
+    if (coro__tracing())
+        coro__trace_woken(s, c);
 }
 
 /* How many due timers coro__read_clock_and_fire_timers() takes from the heap at a
@@ -72,6 +76,9 @@ void coro__read_clock_and_fire_timers(coro_sched *s)
         for (size_t i = 0; i < n; i++) {
             coro *c = due[i];
             int result = c->waiting == CORO_WAIT_SLEEP ? 0 : ETIMEDOUT;
+
+            if (coro__tracing())
+                coro__trace_timer(s, c);
 
             if (c->waiting == CORO_WAIT_EVENT)
                 coro__event_unlink(c);

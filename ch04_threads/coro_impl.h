@@ -152,9 +152,12 @@ struct coro {
     uint32_t dense_number; /* a dense stack's: 0, 1, 2 ... as carved */
 
     /* What the trace and the debugger call it (trace.c): its id in the
-     * trace, 0 until first recorded, and coro_set_name()'s name. */
+     * trace, 0 until first recorded, and coro_set_name()'s name; and the
+     * arrow of the wake that made it ready, to end at its next resume (0:
+     * none). */
     uint64_t trace_id;
     char name[CORO_NAME_MAX + 1];
+    uint64_t trace_arrow;
 
     /* On the registry of every stack, for the debugger (coro.c). */
     coro *registry_prev;

@@ -49,7 +49,10 @@ typedef enum {
     REC_GO,       /* coro_go() created it */
     REC_SPAWN,    /* coro_spawn() created it */
     REC_POST,     /* coro_post() queued post number `id` */
-    REC_POST_RAN  /* post number `id` ran: time, duration */
+    REC_POST_RAN, /* post number `id` ran: time, duration */
+    REC_WAIT,     /* it waits: `left` is why, `arg` its deadline */
+    REC_TIMER,    /* its timer fired */
+    REC_WAKE      /* it was made ready: arrow number `arg` starts */
 } record_kind;
 
 /* One event, as the pump copies it: a cache line. */
@@ -57,8 +60,10 @@ struct trace_record {
     uint64_t time;     /* coro__trace_clock() */
     uint64_t duration; /* a slice's; 0 for an instant */
     uint64_t id;       /* the coroutine's trace id, or the post's number */
+    uint64_t arg;      /* REC_WAIT: the deadline; REC_WAKE: its arrow;
+                          REC_RESUME: the arrow that ends here, or 0 */
     uint8_t kind;      /* record_kind */
-    uint8_t left;      /* REC_RESUME: coro_trace_left */
+    uint8_t left;      /* REC_RESUME: coro_trace_left; REC_WAIT: why */
     char name[CORO_NAME_MAX + 1]; /* the coroutine's, "" if it has none */
 };
 
@@ -72,9 +77,12 @@ struct trace_buffer {
 
 _Atomic uint32_t coro__trace_on;
 
-/* Coroutines get their trace id when first recorded: 1, 2, 3... over the
- * whole process, so ids never repeat across schedulers or traces. */
+/* Coroutines get their trace id when first recorded, and arrows (flow
+ * events) their number when they start: 1, 2, 3... over the whole
+ * process, so that no two repeat, across schedulers or traces. Relaxed:
+ * only the numbers matter, nothing is published with them. */
 static _Atomic uint64_t next_coro_id = 1;
+static _Atomic uint64_t next_arrow = 1;
 
 static struct {
     pthread_mutex_t lock;     /* guards all of this */
@@ -92,7 +100,6 @@ static struct {
     size_t queued;
     uint64_t dropped;         /* records dropped: the queue was full */
     int error;                /* the first write error, 0 if none */
-    uint64_t next_post;       /* post numbers */
 } trace = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .work = PTHREAD_COND_INITIALIZER,
@@ -110,6 +117,12 @@ uint64_t coro__trace_clock(void)
 /* ── Writing: the writer thread's side ────────────────────────────────── */
 
 static const char *const left_names[] = {"yielded", "parked", "finished"};
+static const char *const wait_names[] = {
+    [CORO_WAIT_NONE] = "wait",
+    [CORO_WAIT_SLEEP] = "sleep",
+    [CORO_WAIT_PARK] = "park",
+    [CORO_WAIT_EVENT] = "await",
+};
 
 /* `text` cut to fit `size` and with nothing that JSON would need escaped:
  * a control character, '"' or '\\' becomes '?'. Returns `out`. */
@@ -153,6 +166,13 @@ static void put_record(FILE *f, int pid, int tid, const struct trace_record *r)
 
     switch ((record_kind)r->kind) {
     case REC_RESUME:
+        if (r->arg != 0) { /* a wake's arrow ends where the slice begins */
+            fprintf(f, ",\n{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"wake\","
+                       "\"name\":\"wake\",\"id\":%" PRIu64 ",\"pid\":%d,"
+                       "\"tid\":%d", r->arg, pid, tid);
+            put_time(f, "ts", at);
+            fprintf(f, "}");
+        }
         fprintf(f, ",\n{\"ph\":\"X\",\"cat\":\"resume\",");
         put_coroutine_name(f, r);
         fprintf(f, ",\"pid\":%d,\"tid\":%d", pid, tid);
@@ -186,6 +206,31 @@ static void put_record(FILE *f, int pid, int tid, const struct trace_record *r)
         put_time(f, "ts", at);
         put_time(f, "dur", r->duration);
         fprintf(f, ",\"args\":{\"post\":%" PRIu64 "}}", r->id);
+        break;
+    case REC_WAIT:
+        fprintf(f, ",\n{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"wait\","
+                   "\"name\":\"%s\",\"pid\":%d,\"tid\":%d",
+                r->left < 4 ? wait_names[r->left] : "wait", pid, tid);
+        put_time(f, "ts", at);
+        fprintf(f, ",\"args\":{\"coroutine\":%" PRIu64, r->id);
+        if (r->arg == CORO_FOREVER)
+            fprintf(f, ",\"deadline\":\"none\"");
+        else /* on the trace's time axis, as ts */
+            put_time(f, "deadline",
+                     r->arg > trace.origin ? r->arg - trace.origin : 0);
+        fprintf(f, "}}");
+        break;
+    case REC_TIMER:
+        fprintf(f, ",\n{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"timer\","
+                   "\"name\":\"timer\",\"pid\":%d,\"tid\":%d", pid, tid);
+        put_time(f, "ts", at);
+        fprintf(f, ",\"args\":{\"coroutine\":%" PRIu64 "}}", r->id);
+        break;
+    case REC_WAKE:
+        fprintf(f, ",\n{\"ph\":\"s\",\"cat\":\"wake\",\"name\":\"wake\","
+                   "\"id\":%" PRIu64 ",\"pid\":%d,\"tid\":%d", r->arg, pid, tid);
+        put_time(f, "ts", at);
+        fprintf(f, ",\"args\":{\"coroutine\":%" PRIu64 "}}", r->id);
         break;
     }
 }
@@ -380,10 +425,12 @@ void coro__trace_resume(coro_sched *s, coro *c, uint64_t began,
         .time = began,
         .duration = coro__trace_clock() - began,
         .id = trace_id(c),
+        .arg = c->trace_arrow,
         .kind = REC_RESUME,
         .left = (uint8_t)left,
     };
 
+    c->trace_arrow = 0; /* ended here */
     memcpy(r.name, c->name, sizeof r.name);
     append(s, &r);
 }
@@ -401,11 +448,12 @@ void coro__trace_created(coro_sched *s, coro *c, bool detached)
 
 uint64_t coro__trace_posted(coro_sched *s)
 {
-    struct trace_record r = {.time = coro__trace_clock(), .kind = REC_POST};
+    struct trace_record r = {
+        .time = coro__trace_clock(),
+        .id = atomic_fetch_add_explicit(&next_arrow, 1, memory_order_relaxed),
+        .kind = REC_POST,
+    };
 
-    pthread_mutex_lock(&trace.lock);
-    r.id = ++trace.next_post;
-    pthread_mutex_unlock(&trace.lock);
     append(s, &r);
     return r.id;
 }
@@ -419,6 +467,43 @@ void coro__trace_post_ran(coro_sched *s, uint64_t number, uint64_t began)
         .kind = REC_POST_RAN,
     };
 
+    append(s, &r);
+}
+
+void coro__trace_wait(coro *c, coro_wait why, uint64_t deadline)
+{
+    struct trace_record r = {
+        .time = coro__trace_clock(),
+        .id = trace_id(c),
+        .arg = deadline,
+        .kind = REC_WAIT,
+        .left = (uint8_t)why,
+    };
+
+    append(c->sched, &r);
+}
+
+void coro__trace_timer(coro_sched *s, coro *c)
+{
+    struct trace_record r = {
+        .time = coro__trace_clock(),
+        .id = trace_id(c),
+        .kind = REC_TIMER,
+    };
+
+    append(s, &r);
+}
+
+void coro__trace_woken(coro_sched *s, coro *c)
+{
+    struct trace_record r = {
+        .time = coro__trace_clock(),
+        .id = trace_id(c),
+        .arg = atomic_fetch_add_explicit(&next_arrow, 1, memory_order_relaxed),
+        .kind = REC_WAKE,
+    };
+
+    c->trace_arrow = r.arg;
     append(s, &r);
 }
 

@@ -313,6 +313,7 @@ void coro__prepare(coro *c, coro_fn fn, void *arg, bool reused)
     c->owner = thread_self();
     c->trace_id = 0;    /* a new coroutine to the trace, */
     c->name[0] = '\0';  /* and to the debugger */
+    c->trace_arrow = 0;
     c->cleanups = NULL;
     atomic_store_explicit(&c->cancel_word, 0, memory_order_relaxed);
 #ifdef CORO_ASAN

@@ -39,6 +39,8 @@ int coro__wait(coro *self, coro_wait why, uint64_t deadline)
     self->deadline = deadline;
     if (deadline != CORO_FOREVER)
         coro__timers_add(&self->sched->timers, self, deadline);
+    if (coro__tracing())
+        coro__trace_wait(self, why, deadline);
     coro__yield_to_wait(); /* the pump does not requeue it */
     return self->wait_result;
 }
@@ -52,6 +54,8 @@ void coro__make_ready(coro *c, int result)
     c->waiting = CORO_WAIT_NONE;
     c->wait_result = result;
     coro__queue_coroutine(s, c);
+    if (coro__tracing())
+        coro__trace_woken(s, c);
 }
 
 /* A timer fired for `c`. Does the timeout end the wait, or did a wake (or
@@ -98,6 +102,8 @@ void coro__read_clock_and_fire_timers(coro_sched *s)
             coro *c = due[i];
 
             c->deadline = CORO_FOREVER; /* its timer is gone already */
+            if (coro__tracing())
+                coro__trace_timer(s, c);
             if (timeout_wins(c))
                 coro__make_ready(c, c->waiting == CORO_WAIT_SLEEP
                                         ? 0 : ETIMEDOUT);
