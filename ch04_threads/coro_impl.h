@@ -76,6 +76,7 @@ typedef enum {
 typedef struct coro_remote {
     struct coro_remote *next;
     coro_remote_kind kind;
+    uint64_t trace_arrow; /* a wake's arrow in the trace; 0: none */
 } coro_remote;
 
 /* The permit word of a coroutine: what coro_park() and coro_wake() agree

@@ -71,6 +71,8 @@ int coro__start_remote(coro_sched *s, coro_fn fn, void *arg, bool detached,
         return ENOMEM;
     coro__prepare(c, fn, arg, false);
     coro__init_scheduled(s, c, detached);
+    if (coro__tracing()) /* an arrow to its first resume */
+        c->trace_arrow = coro__trace_sent(s, CORO_TRACE_SENT_GO);
     c->remote.kind = CORO_REMOTE_START;
     atomic_fetch_add_explicit(&s->arriving, 1, memory_order_relaxed);
     *out = c;
@@ -200,7 +202,8 @@ int coro__post_remote(coro_sched *s, coro_post_fn fn, void *arg)
         return EAGAIN;
     }
     p->from_other_thread = true;
-    p->trace_number = 0; /* not in the trace (yet) */
+    p->trace_number =
+        coro__tracing() ? coro__trace_sent(s, CORO_TRACE_SENT_POST) : 0;
     p->ready.coroutine = NULL;
     p->fn = fn;
     p->arg = arg;
@@ -239,6 +242,8 @@ static bool take_in(coro_sched *s, coro_remote *r)
         coro__queue_coroutine(s, c);
         return true;
     case CORO_REMOTE_READY:
+        if (r->trace_arrow != 0)
+            coro__trace_arrived(s, r->trace_arrow);
         coro__make_ready(remote_coroutine(r), 0);
         return true;
     case CORO_REMOTE_POST:
@@ -279,6 +284,8 @@ void coro__deliver_ready(coro *c)
         return;
     }
     c->remote.kind = CORO_REMOTE_READY;
+    c->remote.trace_arrow =
+        coro__tracing() ? coro__trace_sent(c->sched, CORO_TRACE_SENT_WAKE) : 0;
     coro__inbox_push(&c->sched->inbox, &c->remote);
 }
 

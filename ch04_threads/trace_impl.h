@@ -26,6 +26,13 @@ typedef enum {
     CORO_TRACE_FINISHED
 } coro_trace_left;
 
+/* What another thread sent to a scheduler (coro__trace_sent()). */
+typedef enum {
+    CORO_TRACE_SENT_GO,   /* a coroutine to start: coro_go(), coro_spawn() */
+    CORO_TRACE_SENT_POST, /* a post: coro_post() */
+    CORO_TRACE_SENT_WAKE  /* a coroutine made ready: coro_wake(), an event */
+} coro_trace_sent;
+
 /* A buffer of records, filled by one scheduler (trace.c). */
 struct trace_buffer;
 
@@ -96,5 +103,15 @@ void coro__trace_timer(coro_sched *s, coro *c);
 /* `c` was made ready (coro__make_ready()), on the thread of `s`: an arrow
  * starts here, to end where `c` runs next (c->trace_arrow). */
 void coro__trace_woken(coro_sched *s, coro *c);
+
+/* The calling thread, not the owner of `s`, sends `s` a request: an arrow
+ * starts on the caller's lane. Returns its number, for the request to
+ * carry to where the arrow ends: a go's first resume (c->trace_arrow), a
+ * post's run (trace_number), a wake's taking in (coro__trace_arrived()).
+ * 0 if not recorded. Any thread. */
+uint64_t coro__trace_sent(coro_sched *s, coro_trace_sent what);
+
+/* The pump of `s` took in a wake that carried the arrow `arrow`. */
+void coro__trace_arrived(coro_sched *s, uint64_t arrow);
 
 #endif /* CORO_TRACE_IMPL_H */

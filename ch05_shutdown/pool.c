@@ -37,6 +37,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -347,7 +348,11 @@ static void *worker_main(void *arg)
 {
     struct pool_worker *w = arg;
     coro_pool *p = w->pool;
+    char name[16];
 
+    /* Its name in a debugger, top, and a trace's lanes: pool-1, pool-2... */
+    snprintf(name, sizeof name, "pool-%zu", w->index);
+    pthread_setname_np(pthread_self(), name);
     this_worker = w;
     w->sched = coro_sched_create();
     report_started(p, w->sched != NULL);
