@@ -235,18 +235,15 @@ static void put_record(FILE *f, int pid, int tid, const struct trace_record *r)
     }
 }
 
-/* The lanes already named in the file (a thread_name event each). */
+/* The lanes in the file so far: the writer notes each, and the stop
+ * names them all at the end (a thread_name event each). */
 static struct {
     int *tid;
     size_t count, room;
 } lanes;
 
-/* Name the lane `tid` the first time a buffer of it is written. */
-static void put_lane(FILE *f, int pid, int tid)
+static void note_lane(int tid)
 {
-    char name[32] = "", shown[32];
-    char path[64];
-    FILE *comm;
     int *grown;
 
     for (size_t i = 0; i < lanes.count; i++)
@@ -262,25 +259,69 @@ static void put_lane(FILE *f, int pid, int tid)
         lanes.room = room;
     }
     lanes.tid[lanes.count++] = tid;
-    /* The thread's name as the system knows it (it may have ended). */
-    snprintf(path, sizeof path, "/proc/self/task/%d/comm", tid);
-    comm = fopen(path, "r");
-    if (comm != NULL) {
-        if (fgets(name, sizeof name, comm) == NULL)
-            name[0] = '\0';
-        fclose(comm);
+}
+
+/* What each thread that records was called (pthread_setname_np(), or
+ * the program's name), as it told us while it ran: by the end of a trace
+ * many of them have ended. Guarded by trace.lock. */
+static struct lane_name {
+    int tid;
+    char name[16];
+} *lane_names;
+static size_t lane_names_count, lane_names_room;
+
+/* The calling thread tells its lane's name (a thread that ends and a new
+ * one that gets its number: the newer name wins). */
+static void name_this_lane(int tid)
+{
+    char name[16] = "";
+    struct lane_name *n = NULL;
+
+    pthread_getname_np(pthread_self(), name, sizeof name);
+    pthread_mutex_lock(&trace.lock);
+    for (size_t i = 0; i < lane_names_count && n == NULL; i++)
+        if (lane_names[i].tid == tid)
+            n = &lane_names[i];
+    if (n == NULL && lane_names_count == lane_names_room) {
+        size_t room = lane_names_room ? 2 * lane_names_room : 8;
+        struct lane_name *grown =
+            realloc(lane_names, room * sizeof *grown);
+
+        if (grown != NULL) {
+            lane_names = grown;
+            lane_names_room = room;
+        }
     }
-    printable(shown, sizeof shown, name);
-    fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,"
-               "\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
-            pid, tid, shown[0] != '\0' ? shown : "thread");
+    if (n == NULL && lane_names_count < lane_names_room)
+        n = &lane_names[lane_names_count++];
+    if (n != NULL) {
+        n->tid = tid;
+        printable(n->name, sizeof n->name, name);
+    }
+    pthread_mutex_unlock(&trace.lock);
+}
+
+/* Name every lane of the file. Called with the lock, the writer done. */
+static void put_lane_names(FILE *f, int pid)
+{
+    for (size_t i = 0; i < lanes.count; i++) {
+        const char *name = "thread";
+
+        for (size_t k = 0; k < lane_names_count; k++)
+            if (lane_names[k].tid == lanes.tid[i] &&
+                lane_names[k].name[0] != '\0')
+                name = lane_names[k].name;
+        fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,"
+                   "\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
+                pid, lanes.tid[i], name);
+    }
 }
 
 static int write_buffer(FILE *f, const struct trace_buffer *b)
 {
     int pid = (int)getpid();
 
-    put_lane(f, pid, b->tid);
+    note_lane(b->tid);
     for (size_t i = 0; i < b->used; i++)
         put_record(f, pid, b->tid, &b->record[i]);
     if (fflush(f) != 0 || ferror(f))
@@ -520,6 +561,7 @@ void coro__trace_sched_created(coro_sched *s)
     pthread_mutex_init(&t->lock, NULL);
     t->buffer = NULL;
     t->tid = (int)gettid();
+    name_this_lane(t->tid);
     pthread_mutex_lock(&trace.lock);
     t->prev = NULL;
     t->next = trace.schedulers;
@@ -682,6 +724,7 @@ int coro_trace_stop(void)
 
     pthread_mutex_lock(&trace.lock);
     if (trace.error == 0) {
+        put_lane_names(trace.file, (int)getpid());
         fprintf(trace.file, "\n],\"displayTimeUnit\":\"ns\","
                             "\"otherData\":{\"dropped_events\":%" PRIu64
                             "}}\n",

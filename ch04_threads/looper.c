@@ -63,10 +63,12 @@ static void report_started(coro_looper *l, coro_sched *s)
 static void *looper_main(void *arg)
 {
     coro_looper *l = arg;
-    coro_sched *s = coro_sched_create();
+    coro_sched *s;
 
+    /* Named first: its scheduler's lane in a trace takes the name. */
     if (l->name[0] != '\0')
         pthread_setname_np(pthread_self(), l->name);
+    s = coro_sched_create();
     report_started(l, s);
     if (s == NULL)
         return NULL;

@@ -247,7 +247,8 @@ static void *worker_main(void *arg)
     coro_pool *p = w->pool;
     char name[16];
 
-    /* Its name in a debugger, top, and a trace's lanes: pool-1, pool-2... */
+    /* Its name in a debugger, top, and a trace's lanes: pool-0, pool-1...
+     * (coro_pool_go_on()'s numbers). */
     snprintf(name, sizeof name, "pool-%zu", w->index);
     pthread_setname_np(pthread_self(), name);
     this_worker = w;

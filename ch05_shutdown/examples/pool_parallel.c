@@ -72,7 +72,11 @@ static void blocking_call(void)
 static void *count_primes(void *arg)
 {
     struct slice *sl = arg;
+    char name[CORO_NAME_MAX + 1];
 
+    /* What a trace (CORO_TRACE=pool.json) calls it: slice 0, slice 1... */
+    snprintf(name, sizeof name, "slice %ld", sl->from / (LIMIT / SLICES));
+    coro_set_name(coro_self(), name);
     sl->worker = this_worker();
     sl->order = atomic_fetch_add(&slices_started, 1) + 1;
     sl->start_ms = (coro_now() - program_start) / CORO_MSEC;
