@@ -41,8 +41,12 @@
 
 /* Records per buffer: 64 KiB a buffer. */
 enum { RECORDS_PER_BUFFER = 1024 };
-/* Full buffers waiting for the writer, at most: 4 MiB. */
-enum { QUEUED_MAX = 64 };
+/* Full buffers waiting for the writer, at most: 64 MiB, a million events.
+ * The writer formats an event in 100 to 300 ns, a pump records one in
+ * tens: a burst of a million resumes (Chapter 5's graceful_shutdown)
+ * fits, a program that resumes that fast for long has its events dropped
+ * (and counted) rather than its memory grow without end. */
+enum { QUEUED_MAX = 1024 };
 
 typedef enum {
     REC_RESUME,   /* a coroutine ran: time, duration, left */

@@ -82,6 +82,7 @@ typedef enum {
 typedef struct coro_remote {
     struct coro_remote *next;
     coro_remote_kind kind;
+    uint64_t trace_arrow; /* a wake's arrow in the trace; 0: none */
 } coro_remote;
 
 /* The permit word of a coroutine: what coro_park() and coro_wake() agree
@@ -328,8 +329,8 @@ int coro__post_always(coro_sched *s, coro_post_fn fn, void *arg);
 size_t coro__sched_shutdown_until(coro_sched *s, uint64_t deadline);
 
 /* Async-signal-safe: mark `s` closed and push its close request
- * (shutdown.c). */
-void coro__sched_close_async(coro_sched *s);
+ * (shutdown.c); `signo`: the signal that closes it, or 0 (for the trace). */
+void coro__sched_close_async(coro_sched *s, int signo);
 
 /* Forget every coro_sched_close_on_signal() registration of `s` (signal.c),
  * before it is freed. */

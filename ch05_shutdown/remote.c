@@ -87,6 +87,8 @@ int coro__start_remote(coro_sched *s, coro_fn fn, void *arg, bool detached,
     coro__init_scheduled(s, c, detached);
     if (cleanup != NULL)
         coro__cleanup_push(c, cleanup);
+    if (coro__tracing()) /* an arrow to its first resume */
+        c->trace_arrow = coro__trace_sent(s, CORO_TRACE_SENT_GO);
     atomic_fetch_add(&s->arriving, 1); /* seq_cst: see coro__is_closed() */
     /* Counted, so it travels even if refused: the owner gives the count
      * back and frees it (take_in()). */
@@ -226,7 +228,8 @@ int coro__post_remote(coro_sched *s, coro_post_fn fn, void *arg,
         return EAGAIN;
     }
     p->from_other_thread = true;
-    p->trace_number = 0; /* not in the trace (yet) */
+    p->trace_number =
+        coro__tracing() ? coro__trace_sent(s, CORO_TRACE_SENT_POST) : 0;
     /* Looked at after counting: see coro__is_closed(). */
     refused = !even_if_closed && coro__is_closed(s);
     p->ready.coroutine = NULL;
@@ -297,6 +300,8 @@ static bool take_in(coro_sched *s, coro_remote *r)
         return true;
     case CORO_REMOTE_READY:
         c = remote_coroutine(r);
+        if (r->trace_arrow != 0)
+            coro__trace_arrived(s, r->trace_arrow);
         if (c->state == CORO_DONE)
             coro__owed_paid(s, c); /* abandoned while the wake travelled */
         else
@@ -355,6 +360,8 @@ void coro__deliver_ready(coro *c)
         return;
     }
     c->remote.kind = CORO_REMOTE_READY;
+    c->remote.trace_arrow =
+        coro__tracing() ? coro__trace_sent(c->sched, CORO_TRACE_SENT_WAKE) : 0;
     coro__inbox_push(&c->sched->inbox, &c->remote);
 }
 

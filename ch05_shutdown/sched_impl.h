@@ -115,6 +115,8 @@ struct coro_sched {
     /* Stopping (and `closed`, above). */
     atomic_bool close_sent;     /* shared: close_remote was pushed (once) */
     coro_remote close_remote;   /* another thread's (or a signal's) close */
+    atomic_int close_signo;     /* shared: the signal that sent it, or 0;
+                                   for the trace (coro__take_in_close()) */
     coro *members;              /* alive, or done and not destroyed */
     size_t owed;                /* requests still owed to finished ones */
     bool abandoning;            /* shutdown's grace is over */

@@ -158,6 +158,9 @@ int coro__sched_cancel(coro *c)
 {
     int marked;
 
+    if (coro__tracing()) /* another thread's may not read c's trace id */
+        coro__trace_note(c->sched, CORO_TRACE_CANCEL,
+                         coro__on_owner_thread(c) ? c : NULL, 0);
     if (coro__on_owner_thread(c)) {
         marked = mark_canceled(c, 0);
         if (marked == 0)
@@ -180,8 +183,10 @@ void coro__cancel_members(coro_sched *s)
             coro__end_wait_canceled(c);
 }
 
-void coro__sched_close_async(coro_sched *s)
+void coro__sched_close_async(coro_sched *s, int signo)
 {
+    /* Relaxed: the request's push below publishes it (release). */
+    atomic_store_explicit(&s->close_signo, signo, memory_order_relaxed);
     atomic_store(&s->closed, true); /* seq_cst: see coro__is_closed() */
     /* Exchange: the one embedded request goes out at most once. */
     if (!atomic_exchange(&s->close_sent, true)) {
@@ -203,6 +208,10 @@ void coro__sched_close_async(coro_sched *s)
  */
 void coro__take_in_close(coro_sched *s)
 {
+    if (coro__tracing()) /* acquired with the request (inbox.c) */
+        coro__trace_note(s, CORO_TRACE_CLOSE_IN, NULL,
+                         (uint64_t)atomic_load_explicit(
+                             &s->close_signo, memory_order_relaxed));
     s->close_arrived = true;
     coro__cancel_members(s);
 }
@@ -211,8 +220,10 @@ int coro_sched_close(coro_sched *s)
 {
     if (s == NULL)
         return EINVAL;
+    if (coro__tracing())
+        coro__trace_note(s, CORO_TRACE_CLOSE, NULL, 0);
     if (!coro__sched_on_owner_thread(s)) {
-        coro__sched_close_async(s); /* the owner's pump cancels them */
+        coro__sched_close_async(s, 0); /* the owner's pump cancels them */
         return 0;
     }
     atomic_store(&s->closed, true); /* seq_cst: see coro__is_closed() */
@@ -231,6 +242,8 @@ int coro_sched_close(coro_sched *s)
  */
 void coro__abandon_one(coro_sched *s, coro *c)
 {
+    if (coro__tracing())
+        coro__trace_note(s, CORO_TRACE_ABANDON, c, 0);
     int parked = CORO_PARK_PARKED;
 
     if (c->waiting != CORO_WAIT_NONE && c->deadline != CORO_FOREVER)
@@ -317,11 +330,15 @@ size_t coro__sched_shutdown_until(coro_sched *s, uint64_t deadline)
     }
     coro_sched_close(s);
     before = s->abandoned;
+    if (coro__tracing())
+        coro__trace_note(s, CORO_TRACE_DRAIN, NULL, 0);
     outer = coro__pump_enter(s);
     coro__pump_until(s, deadline, true);
     abandon_rest(s);
     coro__pump_leave(s, outer);
     s->shut_down = true;
+    if (coro__tracing())
+        coro__trace_note(s, CORO_TRACE_DRAINED, NULL, s->abandoned - before);
     return s->abandoned - before;
 }
 

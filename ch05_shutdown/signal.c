@@ -59,7 +59,7 @@ static void close_registered(int signo)
             continue;
         coro_sched *s = atomic_load(&registry[i].sched);
         if (s != NULL)
-            coro__sched_close_async(s);
+            coro__sched_close_async(s, signo);
     }
     atomic_fetch_sub(&handlers_running, 1);
     errno = saved_errno;

@@ -41,8 +41,12 @@
 
 /* Records per buffer: 64 KiB a buffer. */
 enum { RECORDS_PER_BUFFER = 1024 };
-/* Full buffers waiting for the writer, at most: 4 MiB. */
-enum { QUEUED_MAX = 64 };
+/* Full buffers waiting for the writer, at most: 64 MiB, a million events.
+ * The writer formats an event in 100 to 300 ns, a pump records one in
+ * tens: a burst of a million resumes (Chapter 5's graceful_shutdown)
+ * fits, a program that resumes that fast for long has its events dropped
+ * (and counted) rather than its memory grow without end. */
+enum { QUEUED_MAX = 1024 };
 
 typedef enum {
     REC_RESUME,   /* a coroutine ran: time, duration, left */
@@ -52,7 +56,11 @@ typedef enum {
     REC_POST_RAN, /* post number `id` ran: time, duration */
     REC_WAIT,     /* it waits: `left` is why, `arg` its deadline */
     REC_TIMER,    /* its timer fired */
-    REC_WAKE      /* it was made ready: arrow number `arg` starts */
+    REC_WAKE,     /* it was made ready: arrow number `arg` starts */
+    REC_SENT,     /* another thread sent a request: `left` is what,
+                     arrow `arg` starts on lane `lane` */
+    REC_ARRIVED,  /* the pump took in a wake: arrow `arg` ends */
+    REC_NOTE      /* a step of stopping: `left` is which, `arg` a number */
 } record_kind;
 
 /* One event, as the pump copies it: a cache line. */
@@ -62,8 +70,11 @@ struct trace_record {
     uint64_t id;       /* the coroutine's trace id, or the post's number */
     uint64_t arg;      /* REC_WAIT: the deadline; REC_WAKE: its arrow;
                           REC_RESUME: the arrow that ends here, or 0 */
+    int32_t lane;      /* REC_SENT: the sending thread's; else 0: the
+                          buffer's */
     uint8_t kind;      /* record_kind */
-    uint8_t left;      /* REC_RESUME: coro_trace_left; REC_WAIT: why */
+    uint8_t left;      /* REC_RESUME: coro_trace_left; REC_WAIT: why;
+                          REC_SENT: coro_trace_sent */
     char name[CORO_NAME_MAX + 1]; /* the coroutine's, "" if it has none */
 };
 
@@ -117,6 +128,18 @@ uint64_t coro__trace_clock(void)
 /* ── Writing: the writer thread's side ────────────────────────────────── */
 
 static const char *const left_names[] = {"yielded", "parked", "finished"};
+/* A sent request's arrow: its category (the colour tools/timeline gives
+ * it, matched with where it ends) and its name. */
+static const char *const sent_cats[] = {"wake", "post", "wake"};
+static const char *const sent_names[] = {"go", "post", "wake"};
+static const char *const note_names[] = {
+    [CORO_TRACE_CANCEL] = "cancel",
+    [CORO_TRACE_CLOSE] = "close",
+    [CORO_TRACE_CLOSE_IN] = "close taken in",
+    [CORO_TRACE_DRAIN] = "shutdown: drain",
+    [CORO_TRACE_DRAINED] = "shutdown: drained",
+    [CORO_TRACE_ABANDON] = "abandon",
+};
 static const char *const wait_names[] = {
     [CORO_WAIT_NONE] = "wait",
     [CORO_WAIT_SLEEP] = "sleep",
@@ -160,10 +183,16 @@ static void put_coroutine_name(FILE *f, const struct trace_record *r)
 }
 
 /* One record as one line: the fields every event has, then its own. */
+static void note_lane(int tid);
+
 static void put_record(FILE *f, int pid, int tid, const struct trace_record *r)
 {
     uint64_t at = r->time > trace.origin ? r->time - trace.origin : 0;
 
+    if (r->lane != 0) { /* sent from another thread: on its lane */
+        tid = r->lane;
+        note_lane(tid);
+    }
     switch ((record_kind)r->kind) {
     case REC_RESUME:
         if (r->arg != 0) { /* a wake's arrow ends where the slice begins */
@@ -225,6 +254,40 @@ static void put_record(FILE *f, int pid, int tid, const struct trace_record *r)
                    "\"name\":\"timer\",\"pid\":%d,\"tid\":%d", pid, tid);
         put_time(f, "ts", at);
         fprintf(f, ",\"args\":{\"coroutine\":%" PRIu64 "}}", r->id);
+        break;
+    case REC_SENT:
+        fprintf(f, ",\n{\"ph\":\"s\",\"cat\":\"%s\",\"name\":\"%s\","
+                   "\"id\":%" PRIu64 ",\"pid\":%d,\"tid\":%d",
+                sent_cats[r->left], sent_names[r->left], r->arg, pid, tid);
+        put_time(f, "ts", at);
+        fprintf(f, ",\"args\":{\"across_threads\":true}}");
+        break;
+    case REC_ARRIVED:
+        fprintf(f, ",\n{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"wake\","
+                   "\"name\":\"wake\",\"id\":%" PRIu64 ",\"pid\":%d,"
+                   "\"tid\":%d", r->arg, pid, tid);
+        put_time(f, "ts", at);
+        fprintf(f, "}");
+        fprintf(f, ",\n{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"wake\","
+                   "\"name\":\"taken in\",\"pid\":%d,\"tid\":%d",
+                pid, tid);
+        put_time(f, "ts", at);
+        fprintf(f, "}");
+        break;
+    case REC_NOTE:
+        fprintf(f, ",\n{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"shutdown\","
+                   "\"name\":\"%s\",\"pid\":%d,\"tid\":%d",
+                note_names[r->left], pid, tid);
+        put_time(f, "ts", at);
+        fprintf(f, ",\"args\":{");
+        if (r->id != 0)
+            fprintf(f, "\"coroutine\":%" PRIu64 "%s", r->id,
+                    r->left == CORO_TRACE_DRAINED || r->arg != 0 ? "," : "");
+        if (r->left == CORO_TRACE_DRAINED)
+            fprintf(f, "\"abandoned\":%" PRIu64, r->arg);
+        else if (r->arg != 0)
+            fprintf(f, "\"signal\":%" PRIu64, r->arg);
+        fprintf(f, "}}");
         break;
     case REC_WAKE:
         fprintf(f, ",\n{\"ph\":\"s\",\"cat\":\"wake\",\"name\":\"wake\","
@@ -545,6 +608,59 @@ void coro__trace_woken(coro_sched *s, coro *c)
     };
 
     c->trace_arrow = r.arg;
+    append(s, &r);
+}
+
+/* The calling thread's id, its lane: read once per thread (gettid() is
+ * a system call). */
+static int this_thread_lane(void)
+{
+    static _Thread_local int tid;
+
+    if (tid == 0) {
+        tid = (int)gettid();
+        name_this_lane(tid);
+    }
+    return tid;
+}
+
+uint64_t coro__trace_sent(coro_sched *s, coro_trace_sent what)
+{
+    struct trace_record r = {
+        .time = coro__trace_clock(),
+        .arg = atomic_fetch_add_explicit(&next_arrow, 1, memory_order_relaxed),
+        .lane = this_thread_lane(),
+        .kind = REC_SENT,
+        .left = (uint8_t)what,
+    };
+
+    append(s, &r);
+    return r.arg;
+}
+
+void coro__trace_arrived(coro_sched *s, uint64_t arrow)
+{
+    struct trace_record r = {
+        .time = coro__trace_clock(),
+        .arg = arrow,
+        .kind = REC_ARRIVED,
+    };
+
+    append(s, &r);
+}
+
+void coro__trace_note(coro_sched *s, coro_trace_note what, coro *c,
+                      uint64_t number)
+{
+    struct trace_record r = {
+        .time = coro__trace_clock(),
+        .id = c != NULL ? trace_id(c) : 0,
+        .arg = number,
+        .lane = this_thread_lane(),
+        .kind = REC_NOTE,
+        .left = (uint8_t)what,
+    };
+
     append(s, &r);
 }
 

@@ -26,6 +26,25 @@ typedef enum {
     CORO_TRACE_FINISHED
 } coro_trace_left;
 
+/* What another thread sent to a scheduler (coro__trace_sent()). */
+typedef enum {
+    CORO_TRACE_SENT_GO,   /* a coroutine to start: coro_go(), coro_spawn() */
+    CORO_TRACE_SENT_POST, /* a post: coro_post() */
+    CORO_TRACE_SENT_WAKE  /* a coroutine made ready: coro_wake(), an event */
+} coro_trace_sent;
+
+/* A step of stopping (Chapter 5), an instant on the lane of the thread
+ * that took it. */
+typedef enum {
+    CORO_TRACE_CANCEL,   /* coro_cancel() */
+    CORO_TRACE_CLOSE,    /* coro_sched_close() */
+    CORO_TRACE_CLOSE_IN, /* the pump took in another thread's or a signal's
+                            close; `number`: the signal, or 0 */
+    CORO_TRACE_DRAIN,    /* coro_sched_shutdown() begins to drain */
+    CORO_TRACE_DRAINED,  /* ...and ends; `number`: coroutines abandoned */
+    CORO_TRACE_ABANDON   /* the shutdown abandons a coroutine */
+} coro_trace_note;
+
 /* A buffer of records, filled by one scheduler (trace.c). */
 struct trace_buffer;
 
@@ -96,5 +115,21 @@ void coro__trace_timer(coro_sched *s, coro *c);
 /* `c` was made ready (coro__make_ready()), on the thread of `s`: an arrow
  * starts here, to end where `c` runs next (c->trace_arrow). */
 void coro__trace_woken(coro_sched *s, coro *c);
+
+/* The calling thread, not the owner of `s`, sends `s` a request: an arrow
+ * starts on the caller's lane. Returns its number, for the request to
+ * carry to where the arrow ends: a go's first resume (c->trace_arrow), a
+ * post's run (trace_number), a wake's taking in (coro__trace_arrived()).
+ * 0 if not recorded. Any thread. */
+uint64_t coro__trace_sent(coro_sched *s, coro_trace_sent what);
+
+/* The pump of `s` took in a wake that carried the arrow `arrow`. */
+void coro__trace_arrived(coro_sched *s, uint64_t arrow);
+
+/* A step of stopping `s` (or a coroutine `c` of it: NULL when the caller
+ * is not its owner, which may not read its trace id), with a `number`
+ * where the step has one. Any thread; never from a signal handler. */
+void coro__trace_note(coro_sched *s, coro_trace_note what, coro *c,
+                      uint64_t number);
 
 #endif /* CORO_TRACE_IMPL_H */

@@ -23,6 +23,8 @@ static void *producer(void *arg)
 {
     struct channel *ch = arg;
 
+    coro_set_name(coro_self(), "producer"); /* what a trace calls it */
+
     for (int i = 1; i <= ITEMS; i++) {
         coro_event_await(&ch->emptied);
         coro_sleep(10 * CORO_MSEC); /* "produce" */
@@ -36,6 +38,8 @@ static void *producer(void *arg)
 static void *consumer(void *arg)
 {
     struct channel *ch = arg;
+
+    coro_set_name(coro_self(), "consumer"); /* what a trace calls it */
 
     for (int i = 1; i <= ITEMS; i++) {
         coro_event_await(&ch->filled);

@@ -2,7 +2,8 @@
  * graceful_shutdown.c — close, drain with a deadline, abandon the rest.
  *
  * Five coroutines serve "requests" (a sleep of 20 ms each, in a loop). A
- * sixth is stubborn: it ignores cancellation and keeps yielding. Then:
+ * sixth is stubborn: it works in slices of a millisecond, yields between
+ * them, and ignores cancellation. Then:
  *
  *   coro_sched_shutdown(s, 200 ms)
  *     close: no new work (coro_go() now says ESHUTDOWN), every coroutine
@@ -21,6 +22,10 @@
 static void *server(void *arg)
 {
     int id = (int)(long)arg, served = 0;
+    char name[CORO_NAME_MAX + 1];
+
+    snprintf(name, sizeof name, "server %d", id); /* for a trace */
+    coro_set_name(coro_self(), name);
 
     while (coro_sleep(20 * CORO_MSEC) == 0) /* ECANCELED ends the loop */
         served++;
@@ -35,12 +40,24 @@ static void stubborn_cleanup(void *arg)
     printf("  stubborn: cleanup ran (it was abandoned, never resumed)\n");
 }
 
+/* Work that holds the pump: nothing else runs on it meanwhile. */
+static void crunch_for(uint64_t ns)
+{
+    uint64_t end = coro_now() + ns;
+
+    while (coro_now() < end)
+        continue;
+}
+
 static void *stubborn(void *arg)
 {
     (void)arg;
+    coro_set_name(coro_self(), "stubborn");
     coro_defer(stubborn_cleanup, NULL);
-    for (;;)
+    for (;;) {
+        crunch_for(CORO_MSEC); /* a slice of its work */
         coro_yield(); /* ignores ECANCELED: the pump still runs others */
+    }
     return NULL;
 }
 
