@@ -32,6 +32,9 @@ files); the CHAPTERs are in course order. Every page is loaded in Chromium
      CHAPTER/html/md_lab_instructors.html), the landing page links to
      every one of them, and no lesson does: students are never sent to the
      instructors' notes from a lesson.
+  7. every chapter with a trace (trace.c in its sources) shows, in its
+     lesson, the timeline of one of its examples (timeline.svg, built from
+     the chapter's current code when the site is), decoded by the browser.
 
 With --shots, it writes a screenshot (PNG) of each chapter's lesson and diff
 page, of the diff page at its first new file, of each chapter's instructors'
@@ -286,6 +289,10 @@ LAB_DIRECTORY = "lab"
 # them (a Markdown page without a label is named after its path).
 INSTRUCTORS_MD = os.path.join(LAB_DIRECTORY, "instructors.md")
 INSTRUCTORS_PAGE = "md_lab_instructors.html"
+# A chapter with a trace (its source) shows its timeline (the picture's
+# name in the chapter's html/: docs/build_docs.sh puts it there).
+TRACE_SOURCE = "trace.c"
+TIMELINE = "timeline.svg"
 
 
 def visible_files(top):
@@ -410,6 +417,20 @@ def check_site(browser, site, sources, chapters, shots, report):
                 report.fail(lesson(other), "the lesson links to the instructors' page "
                             "of %s (%s): only the landing page may"
                             % (chapter, os.path.relpath(page, site)))
+
+    # Each chapter with a trace shows a timeline in its lesson.
+    for chapter in chapters:
+        if not os.path.exists(os.path.join(sources, chapter, TRACE_SOURCE)):
+            continue
+        view = seen.get(os.path.realpath(lesson(chapter)))
+        if view is None:
+            continue  # no lesson: failed above
+        shown = [i for i in view["images"]
+                 if urllib.parse.urlsplit(i["url"]).path.endswith("/" + TIMELINE)]
+        if not shown:
+            report.fail(lesson(chapter), "no timeline: the lesson shows no %s" % TIMELINE)
+        elif not all(i["ok"] for i in shown):
+            report.fail(lesson(chapter), "the timeline %s does not render" % TIMELINE)
 
     # Each diff page shows each new file, whole.
     for i, chapter in enumerate(chapters):

@@ -18,7 +18,9 @@
 #                    changes.md (+ changes_body.html), header.html and
 #                    footer.html (the course bar and the pager), coro.tag
 #   CHAPTER/html/    Doxygen's HTML: the lesson as main page (with a table
-#                    of contents), coro.h, the states diagram
+#                    of contents and, from Chapter 2 on, its timeline:
+#                    docs/timelines/CHAPTER.svg, which //docs:timelines
+#                    draws when Bazel runs this), coro.h, the states diagram
 #                    (docs/states.md), the changes from the previous chapter,
 #                    and the lesson's companion pages (CHAPTER/notes/*.md,
 #                    CHAPTER/examples/*.md), each reached from a relative
@@ -112,6 +114,11 @@ build_chapter() {
   rm -rf "$dest"                          # no stale pages from an older run
   mkdir -p "$dest/pages"
   site chapter --chapter "$chapter" --sources "$sources" --pages "$dest/pages"
+  # Its timeline, drawn by //docs:timelines from a trace of one of its
+  # examples run on the current code; the lesson shows it as timeline.svg.
+  if [[ -f $root/docs/timelines/$chapter.svg ]]; then
+    cp "$root/docs/timelines/$chapter.svg" "$dest/pages/timeline.svg"
+  fi
 
   # The lesson's companion pages: the deep dives it links to
   # (notes/*.md) and the longer pages of its examples (examples/*.md);

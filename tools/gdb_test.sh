@@ -152,9 +152,9 @@ done
 # Chapter 3: a coroutine waiting on an event, found by info coroutines.
 check_waiting() {  # check_waiting WHAT
   local what=$1
-  expect "^ +1 +0x[0-9a-f]+ +consumer +awaiting an event +0x[0-9a-f]+ +1 +consumer \(.*examples/producer_consumer\.c:$await_line\)$" \
-    "$what: info coroutines lists the consumer awaiting the event, at its await line"
-  expect "^\* +2 +0x[0-9a-f]+ +producer +running +0x[0-9a-f]+ +1$" \
+  expect "^ +1 +0x[0-9a-f]+ +consumer +consumer +awaiting an event +0x[0-9a-f]+ +1 +consumer \(.*examples/producer_consumer\.c:$await_line\)$" \
+    "$what: info coroutines lists the consumer (named so) awaiting the event, at its await line"
+  expect "^\* +2 +0x[0-9a-f]+ +producer +producer +running +0x[0-9a-f]+ +1$" \
     "$what: info coroutines marks the producer as the running one"
   expect "^#[0-9]+ +0x[0-9a-f]+ in coro_event_await at .*ch03_timers/event\.c:[0-9]+$" \
     "$what: coro bt 1 shows coro_event_await() on the consumer's stack"

@@ -271,6 +271,16 @@ def describe_state(c):
     return enum_name(state, "CORO_")
 
 
+def coroutine_name(c):
+    """Its coro_set_name() name, "" if none (or no such field: Chapter 1)."""
+    if "name" not in field_names(c):
+        return ""
+    try:
+        return c["name"].string(length=-1).split("\0")[0]
+    except gdb.error:
+        return ""
+
+
 def function_name(pointer):
     """`player` for a function pointer gdb prints as 0x... <player>."""
     text = str(pointer)
@@ -336,7 +346,12 @@ suspended in. The running coroutine of the selected thread is marked *."""
         with_sched = "sched" in {f.name for f in coro_type.fields()}
         shown, kept = listed()
         owners = owner_threads()
-        rows = [("", "#", "coroutine", "function", "state")
+        # The names given with coro_set_name() (Chapter 2 on): a column
+        # when any coroutine listed has one.
+        names = [coroutine_name(c) for c in shown]
+        with_names = any(names)
+        rows = [("", "#", "coroutine") + (("name",) if with_names else ())
+                + ("function", "state")
                 + (("scheduler",) if with_sched else ()) + ("thread", "where")]
         for number, c in enumerate(shown, 1):
             state = describe_state(c)
@@ -350,8 +365,9 @@ suspended in. The running coroutine of the selected thread is marked *."""
                 where = where_suspended(c, library)
             mark = "*" if state == "running" and owner == getattr(
                 gdb.selected_thread(), "num", None) else ""
-            rows.append((mark, str(number), "0x%x" % int(c.address),
-                         function_name(c["fn"]), state) + sched
+            name = ((names[number - 1] or "-",) if with_names else ())
+            rows.append((mark, str(number), "0x%x" % int(c.address)) + name
+                        + (function_name(c["fn"]), state) + sched
                         + (str(owner), where))
         columns = len(rows[0]) - 1  # the last one, "where", is not padded
         widths = [max(len(row[i]) for row in rows) for i in range(columns)]
