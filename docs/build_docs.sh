@@ -137,6 +137,10 @@ build_chapter() {
   CORO_DOC_DIR=$root/docs \
   CORO_DOC_OUT=$dest \
     run_doxygen "$root/docs/Doxyfile" "$chapter" "$dest/doxygen.log" || return 1
+  # Beside the lesson's page, for its <img src="timeline.svg">.
+  if [[ -f $dest/pages/timeline.svg ]]; then
+    cp "$dest/pages/timeline.svg" "$dest/html/timeline.svg"
+  fi
   echo "build_docs: wrote $dest/html/index.html"
 }
 
