@@ -499,7 +499,9 @@ int coro_priority(const coro *c);
  * is written out at exit()), or call coro_trace_start() and
  * coro_trace_stop() around the part to see.
  *
- * Off, a trace costs the pump one test of a flag per entry it runs.
+ * Off, a trace costs a test of a flag where the pump chooses its loop
+ * (as each coro_sched_run() or coro_sched_step() begins), and one in each
+ * coro_go(), coro_spawn() and coro_post(): the pump's own loop has none.
  * On, each event costs the pump a copy into its scheduler's buffer; the
  * formatting and the file's I/O happen on a thread of the trace's own.
  * If that thread falls behind, whole buffers of events are dropped and

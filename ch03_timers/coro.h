@@ -753,7 +753,10 @@ int coro_event_destroy(coro_event *e);
  * is written out at exit()), or call coro_trace_start() and
  * coro_trace_stop() around the part to see.
  *
- * Off, a trace costs the pump one test of a flag per entry it runs.
+ * Off, a trace costs a test of a flag where the pump chooses its loop
+ * (at the start of each turn, and each coro_sched_step()), and one where
+ * work is created or a coroutine waits or is woken: the pump's own loop
+ * has none.
  * On, each event costs the pump a copy into its scheduler's buffer; the
  * formatting and the file's I/O happen on a thread of the trace's own.
  * If that thread falls behind, whole buffers of events are dropped and

@@ -15,8 +15,9 @@
  * threads' requests in remote.c, stopping in shutdown.c, statistics in
  * stats.c; struct coro_sched, which they all share, is in sched_impl.h.
  *
- * Owns: the counts (alive, handles, posts) and the spare post entries of
- * struct coro_sched, and the scheduler's life from create to destroy.
+ * Owns: the count of handles and the spare post entries of struct
+ * coro_sched, and the scheduler's life from create to destroy (the
+ * counts other threads read are remote.c's).
  * Thread: the scheduler's owner only; every entry point checks it, and
  * coro_go / coro_spawn / coro_post from another thread hand over to
  * remote.c, which sends the work through the inbox.

@@ -5,9 +5,10 @@
  * thread and the file.
  *
  * What it costs while off: one relaxed load of `coro__trace_on` and a
- * branch not taken, where the pump takes an entry; everything else sits
- * behind that branch, in functions of their own (notes/performance.md
- * has the figures).
+ * branch not taken, where the pump chooses its loop (once a turn, and in
+ * coro_sched_step()) and where work is created, waits or is woken; the
+ * pump's usual loop has no test at all (sched.c, run_turn_traced()).
+ * Chapter 2's notes/performance.md has the figures.
  */
 #ifndef CORO_TRACE_IMPL_H
 #define CORO_TRACE_IMPL_H

@@ -5,7 +5,8 @@
  * runs next. Here the scheduler's pump does it: each coro_yield() puts the
  * task at the back of the ready queue, so the three interleave round-robin.
  *
- * To see it: CORO_TRACE=interleave.json runs it with a trace, and
+ * To see it: CORO_TRACE=$PWD/interleave.json runs it with a trace (an
+ * absolute path: `bazel run` starts it in a directory of its own), and
  * tools/timeline interleave.json -o interleave.svg draws it.
  */
 #include <stdio.h>
