@@ -780,7 +780,7 @@ int coro_event_destroy(coro_event *e);
  * @param path the file to write.
  * @return 0, or:
  *         - `EINVAL`:   `path` is NULL or empty;
- *         - `EALREADY`: a trace is recording already;
+ *         - `EBUSY`:    a trace is recording already;
  *         - the error opening `path` gave (`ENOENT`, `EACCES`, `EISDIR`...);
  *         - `EAGAIN` or `ENOMEM`: the writer thread could not start.
  *

@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdio_ext.h> /* __fpurge() */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -153,7 +154,7 @@ static char *printable(char *out, size_t size, const char *text)
 {
     size_t i;
 
-    for (i = 0; i + 1 < size && text[i] != '\0' && text[i] != '\n'; i++) {
+    for (i = 0; i + 1 < size && text[i] != '\0'; i++) {
         unsigned char ch = (unsigned char)text[i];
 
         out[i] = (ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\')
@@ -612,16 +613,16 @@ void coro__trace_woken(coro_sched *s, coro *c)
 }
 
 /* The calling thread's id, its lane: read once per thread (gettid() is
- * a system call). */
+ * a system call), and again in a child of fork(). */
+static _Thread_local int lane_of_this_thread;
+
 static int this_thread_lane(void)
 {
-    static _Thread_local int tid;
-
-    if (tid == 0) {
-        tid = (int)gettid();
-        name_this_lane(tid);
+    if (lane_of_this_thread == 0) {
+        lane_of_this_thread = (int)gettid();
+        name_this_lane(lane_of_this_thread);
     }
-    return tid;
+    return lane_of_this_thread;
 }
 
 uint64_t coro__trace_sent(coro_sched *s, coro_trace_sent what)
@@ -723,10 +724,22 @@ static void forget_in_child(void)
     pthread_cond_init(&trace.stopped, NULL);
     trace.recording = false;
     trace.stopping = false;
-    trace.queue_head = trace.queue_tail = NULL;
+    while (trace.queue_head != NULL) { /* the parent's writer's to write */
+        struct trace_buffer *next = trace.queue_head->next;
+
+        free(trace.queue_head);
+        trace.queue_head = next;
+    }
+    trace.queue_tail = NULL;
     trace.queued = 0;
-    trace.file = NULL; /* the parent's: never closed here */
+    if (trace.file != NULL) {
+        __fpurge(trace.file); /* the parent's unwritten bytes are its own */
+        fclose(trace.file);   /* this process's descriptor only */
+    }
+    trace.file = NULL;
+    free(trace.path);
     trace.path = NULL;
+    lane_of_this_thread = 0; /* the parent's thread id */
 }
 
 static void register_fork_handler(void)
@@ -747,7 +760,7 @@ int coro_trace_start(const char *path)
     pthread_mutex_lock(&trace.lock);
     if (trace.recording) {
         pthread_mutex_unlock(&trace.lock);
-        return EALREADY;
+        return EBUSY;
     }
     copy = strdup(path);
     file = fopen(path, "w");

@@ -1,6 +1,7 @@
 // scheduler_test.cc — the contract of the scheduler: a ready queue of
-// coroutines and posts, a pump that runs them, priorities, and stacks that
-// scale (a cache of finished stacks, and dense stacks).
+// coroutines and posts, a pump that runs them, priorities, stacks that
+// scale (a cache of finished stacks, and dense stacks), and the trace of
+// what the pump ran (coro_trace_start, coro_set_name).
 //
 // This suite is chapter 2's concept. It runs against chapter 2 and every
 // later chapter, on both switch back-ends (see tests/suite.bzl), so every
@@ -11,21 +12,39 @@
 // posts that append what they do to a log ("A1" is coroutine A's first
 // step, "P" a post), pump, and compare the log with the order the contract
 // predicts, written out in full.
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <climits>
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -2408,6 +2427,1163 @@ TEST(Random, OperationsMatchAModelOfTheQueue) {
               "%ld posts (%ld refused), %ld priority changes, %ld destroys\n",
               w.ops, w.ran.size(), steps, runs, w.yields, w.posts_accepted,
               w.posts_refused, w.priority_changes, w.destroys);
+}
+
+// ===========================================================================
+// The trace: coro_trace_start, coro_trace_stop, coro_set_name
+// ===========================================================================
+//
+// A trace is the process's: one records at a time, and every scheduler
+// records into it. Each test records into a file of its own (TraceFile,
+// which also stops the trace if the test returns early), reads the file
+// back with a small JSON reader, and compares what the trace says with
+// what the program did, as one line (Summary), like the logs above:
+//
+//   "go#1 A#1:yielded post#1:s post#1:f post#1:ran"
+//
+// "go#1" is a coro_go instant for coroutine #1 ("spawn#1" for
+// coro_spawn), "A#1:yielded" a resume of it, named A, that ended in a
+// yield; an unnamed coroutine's resumes, which the trace names
+// "coro ID", read "coro#1". Coroutines and posts are numbered #1, #2...
+// in the order the line first meets them, so the line does not depend on
+// the process-wide ids (which carry on from test to test); the same
+// number means the same id in the file. "post#1:s" and "post#1:f" are the
+// two ends of a post's arrow, "post#1:ran" the slice of its run.
+//
+// The JSON checks here are the ones a test of the API needs (a complete
+// document, one event per line, every event of this process and on a
+// named lane); tests/trace_test.py checks the fields a viewer needs, on
+// the examples.
+
+// A JSON value: just what a trace holds.
+struct Json {
+  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject };
+  Kind kind = kNull;
+  double number = 0;                                 // kNumber (kBool: 0 or 1)
+  std::string text;                                  // kString
+  std::vector<Json> items;                           // kArray
+  std::vector<std::pair<std::string, Json>> fields;  // kObject, in order
+
+  // The field `key` of an object, or nullptr.
+  const Json* Get(const std::string& key) const {
+    for (const auto& [name, value] : fields)
+      if (name == key) return &value;
+    return nullptr;
+  }
+  // The string field `key`, or "" if there is none.
+  std::string Text(const std::string& key) const {
+    const Json* v = Get(key);
+    return v != nullptr && v->kind == kString ? v->text : "";
+  }
+  // The number field `key`, or -1 if there is none.
+  double Number(const std::string& key) const {
+    const Json* v = Get(key);
+    return v != nullptr && v->kind == kNumber ? v->number : -1;
+  }
+  // args.`key` (a number), or -1.
+  double Arg(const std::string& key) const {
+    const Json* args = Get("args");
+    return args != nullptr ? args->Number(key) : -1;
+  }
+  // args.`key` (a string), or "".
+  std::string ArgText(const std::string& key) const {
+    const Json* args = Get("args");
+    return args != nullptr ? args->Text(key) : "";
+  }
+};
+
+// A strict reader of RFC 8259 JSON (what Perfetto's importer reads):
+// Parse() returns false, and says where, unless `text` is exactly one
+// value with nothing but whitespace around it.
+class JsonReader {
+ public:
+  explicit JsonReader(const std::string& text) : s_(text) {}
+
+  bool Parse(Json* out, std::string* error) {
+    if (Value(out, 0)) {
+      Space();
+      if (at_ == s_.size()) return true;
+      Fail("text after the document");
+    }
+    *error = error_ + " at byte " + std::to_string(at_);
+    return false;
+  }
+
+ private:
+  bool Fail(const char* what) {
+    if (error_.empty()) error_ = what;
+    return false;
+  }
+  void Space() {
+    while (at_ < s_.size() && std::strchr(" \t\r\n", s_[at_]) != nullptr) ++at_;
+  }
+  bool Eat(char c) {
+    Space();
+    if (at_ < s_.size() && s_[at_] == c) {
+      ++at_;
+      return true;
+    }
+    return false;
+  }
+  bool Word(const char* word) {
+    const std::size_t n = std::strlen(word);
+    if (s_.compare(at_, n, word) != 0) return Fail("not a value");
+    at_ += n;
+    return true;
+  }
+  bool Value(Json* v, int depth) {
+    if (depth > 32) return Fail("nested too deep");
+    Space();
+    if (at_ >= s_.size()) return Fail("the text ends in a value");
+    const char c = s_[at_];
+    if (c == '{') return Object(v, depth);
+    if (c == '[') return Array(v, depth);
+    if (c == '"') {
+      v->kind = Json::kString;
+      return String(&v->text);
+    }
+    if (c == 't' || c == 'f') {
+      v->kind = Json::kBool;
+      v->number = c == 't';
+      return Word(c == 't' ? "true" : "false");
+    }
+    if (c == 'n') return Word("null");
+    return Number(v);
+  }
+  bool Object(Json* v, int depth) {
+    v->kind = Json::kObject;
+    ++at_;  // '{'
+    if (Eat('}')) return true;
+    do {
+      std::string key;
+      Space();
+      if (at_ >= s_.size() || s_[at_] != '"')
+        return Fail("a key is not a string");
+      if (!String(&key)) return false;
+      if (!Eat(':')) return Fail("no ':' after a key");
+      v->fields.emplace_back(key, Json{});
+      if (!Value(&v->fields.back().second, depth + 1)) return false;
+    } while (Eat(','));
+    return Eat('}') || Fail("an object does not end with '}'");
+  }
+  bool Array(Json* v, int depth) {
+    v->kind = Json::kArray;
+    ++at_;  // '['
+    if (Eat(']')) return true;
+    do {
+      v->items.emplace_back();
+      if (!Value(&v->items.back(), depth + 1)) return false;
+    } while (Eat(','));
+    return Eat(']') || Fail("an array does not end with ']'");
+  }
+  bool String(std::string* out) {
+    ++at_;  // '"'
+    while (at_ < s_.size() && s_[at_] != '"') {
+      const unsigned char c = static_cast<unsigned char>(s_[at_++]);
+      if (c < 0x20) return Fail("a control character in a string");
+      if (c != '\\') {
+        *out += static_cast<char>(c);
+        continue;
+      }
+      if (at_ >= s_.size()) break;
+      const char e = s_[at_++];
+      const char* plain = std::strchr("\"\\/bfnrt", e);
+      if (e != '\0' && plain != nullptr) {
+        *out += "\"\\/\b\f\n\r\t"[plain - "\"\\/bfnrt"];
+      } else if (e == 'u' && at_ + 4 <= s_.size() &&
+                 std::all_of(s_.begin() + at_, s_.begin() + at_ + 4,
+                             [](char h) { return std::isxdigit(h) != 0; })) {
+        *out += '?';  // (a trace's names are ASCII)
+        at_ += 4;
+      } else {
+        return Fail("a bad escape in a string");
+      }
+    }
+    if (at_ >= s_.size()) return Fail("a string does not end");
+    ++at_;  // '"'
+    return true;
+  }
+  // -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+  bool Number(Json* v) {
+    const std::size_t start = at_;
+    auto digits = [&] {
+      const std::size_t from = at_;
+      while (at_ < s_.size() &&
+             std::isdigit(static_cast<unsigned char>(s_[at_])))
+        ++at_;
+      return at_ - from;
+    };
+    if (at_ < s_.size() && s_[at_] == '-') ++at_;
+    const std::size_t first = at_;
+    const std::size_t whole = digits();
+    if (whole == 0 || (whole > 1 && s_[first] == '0'))
+      return Fail("not a value");
+    if (at_ < s_.size() && s_[at_] == '.') {
+      ++at_;
+      if (digits() == 0) return Fail("no digit after a decimal point");
+    }
+    if (at_ < s_.size() && (s_[at_] == 'e' || s_[at_] == 'E')) {
+      ++at_;
+      if (at_ < s_.size() && (s_[at_] == '+' || s_[at_] == '-')) ++at_;
+      if (digits() == 0) return Fail("no digit in an exponent");
+    }
+    v->kind = Json::kNumber;
+    v->number = std::strtod(s_.substr(start, at_ - start).c_str(), nullptr);
+    return true;
+  }
+
+  const std::string& s_;
+  std::size_t at_ = 0;
+  std::string error_;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+bool StartsWith(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// Nanoseconds, from a trace's microseconds with three decimals.
+long long Ns(double us) { return std::llround(us * 1000); }
+
+// A trace file read back.
+struct Trace {
+  std::string problem;       // "" when the file is a complete, valid trace
+  std::vector<Json> events;  // in the file's order
+  double dropped = -1;       // otherData.dropped_events
+  std::map<long, std::string> lanes;  // tid -> its thread_name
+};
+
+// Reads the trace in `path`, and says in `problem` how it is not a
+// complete trace of this process: not one JSON document of the right
+// shape, not one event per line, the process's name not first, an event
+// of another process, a lane named twice or not at all (a thread_name
+// event, anywhere in the file), a slice without its times.
+Trace ReadTrace(const std::string& path) {
+  Trace t;
+  const std::string text = ReadFile(path);
+  const std::string head = "{\"traceEvents\":[\n";
+  if (!StartsWith(text, head) || text.size() < 3 ||
+      text.compare(text.size() - 3, 3, "}}\n") != 0) {
+    t.problem = "not a whole trace (head or tail missing): [" + text + "]";
+    return t;
+  }
+  Json doc;
+  std::string error;
+  if (!JsonReader(text).Parse(&doc, &error)) {
+    t.problem = "not JSON: " + error + ": [" + text + "]";
+    return t;
+  }
+  const Json* events = doc.Get("traceEvents");
+  const Json* other = doc.Get("otherData");
+  if (doc.kind != Json::kObject || events == nullptr ||
+      events->kind != Json::kArray || doc.Text("displayTimeUnit") != "ns" ||
+      other == nullptr || other->Number("dropped_events") < 0 ||
+      doc.fields.size() != 3) {
+    t.problem = "not the document's shape: [" + text + "]";
+    return t;
+  }
+  t.events = events->items;
+  t.dropped = other->Number("dropped_events");
+  if (t.events.empty()) {
+    t.problem = "no events, not even the process's name";
+    return t;
+  }
+  // One event per line: the head, the events, the tail.
+  std::size_t lines = 0;
+  for (char c : text) lines += c == '\n';
+  if (lines != t.events.size() + 2) {
+    t.problem = "not one event per line: " + std::to_string(lines) +
+                " lines for " + std::to_string(t.events.size()) + " events";
+    return t;
+  }
+  const long pid = getpid();
+  for (std::size_t i = 0; i < t.events.size() && t.problem.empty(); ++i) {
+    const Json& e = t.events[i];
+    const std::string ph = e.Text("ph"),
+                      where = " (event " + std::to_string(i) + ")";
+    const long tid = static_cast<long>(e.Number("tid"));
+    if (e.Number("pid") != pid) {
+      t.problem = "an event of another process" + where;
+    } else if (i == 0) {
+      if (ph != "M" || e.Text("name") != "process_name")
+        t.problem = "the process's name is not the first event";
+    } else if (ph == "M") {
+      if (e.Text("name") != "thread_name" || t.lanes.count(tid) != 0)
+        t.problem = "a lane named twice, or a stray metadata event" + where;
+      t.lanes[tid] = e.ArgText("name");
+    } else if (e.Number("ts") < 0 || (ph == "X" && e.Number("dur") < 0)) {
+      t.problem = "an event without its times" + where;
+    }
+  }
+  for (std::size_t i = 1; i < t.events.size() && t.problem.empty(); ++i)
+    if (t.lanes.count(static_cast<long>(t.events[i].Number("tid"))) == 0)
+      t.problem =
+          "an event on a lane with no name (event " + std::to_string(i) + ")";
+  return t;
+}
+
+// The events of `t` as one line (see above), those of lane `tid` only if
+// it is not 0. Metadata events are left out (ReadTrace checks them).
+std::string Summary(const Trace& t, long tid = 0) {
+  std::map<double, int> coroutines, posts;
+  auto number = [](std::map<double, int>& seen, double id) {
+    auto found = seen.emplace(id, static_cast<int>(seen.size()) + 1).first;
+    return "#" + std::to_string(found->second);
+  };
+  std::string line;
+  for (const Json& e : t.events) {
+    const std::string ph = e.Text("ph"), cat = e.Text("cat"),
+                      name = e.Text("name");
+    if (ph == "M" || (tid != 0 && e.Number("tid") != tid)) continue;
+    std::string item;
+    if (ph == "i" && cat == "start" && e.Text("s") == "t") {
+      item = name + number(coroutines, e.Arg("coroutine"));
+    } else if (ph == "X" && cat == "resume") {
+      const double id = e.Arg("id");
+      std::ostringstream unnamed;
+      unnamed << "coro " << static_cast<unsigned long long>(id);
+      item = (name == unnamed.str() ? "coro" : name) + number(coroutines, id) +
+             ":" + e.ArgText("left");
+    } else if ((ph == "s" || ph == "f") && cat == "post" && name == "post" &&
+               (ph == "s" || e.Text("bp") == "e")) {
+      item = "post" + number(posts, e.Number("id")) + ":" + ph;
+    } else if (ph == "X" && cat == "post" && name == "post") {
+      item = "post" + number(posts, e.Arg("post")) + ":ran";
+    } else {
+      item = ph + ":" + cat + ":" + name;  // not an event a test expects
+    }
+    line += (line.empty() ? "" : " ") + item;
+  }
+  return line;
+}
+
+// The slices (resumes and posts' runs) of lane `tid`, in time order, as
+// [start, end) in nanoseconds.
+std::vector<std::pair<long long, long long>> Slices(const Trace& t, long tid) {
+  std::vector<std::pair<long long, long long>> slices;
+  for (const Json& e : t.events)
+    if (e.Text("ph") == "X" && e.Number("tid") == tid)
+      slices.emplace_back(Ns(e.Number("ts")),
+                          Ns(e.Number("ts")) + Ns(e.Number("dur")));
+  std::sort(slices.begin(), slices.end());
+  return slices;
+}
+
+// Whether the slices of lane `tid` follow each other without overlapping:
+// a thread runs one thing at a time.
+bool SlicesTakeTurns(const Trace& t, long tid) {
+  const auto slices = Slices(t, tid);
+  for (std::size_t i = 1; i < slices.size(); ++i)
+    if (slices[i].first < slices[i - 1].second) return false;
+  return true;
+}
+
+long ThisThreadsId() { return static_cast<long>(gettid()); }
+
+// The events of `t` whose "ph" is `ph` and "cat" is `cat`.
+std::vector<Json> EventsOf(const Trace& t, const std::string& ph,
+                           const std::string& cat) {
+  std::vector<Json> found;
+  for (const Json& e : t.events)
+    if (e.Text("ph") == ph && e.Text("cat") == cat) found.push_back(e);
+  return found;
+}
+
+// A new path under the test's temporary directory, unique to this process
+// and test.
+std::string TempPath(const std::string& what) {
+  static int made = 0;
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir != nullptr && dir[0] != '\0' ? dir : "/tmp") +
+         "/coro_" + what + "_" + std::to_string(getpid()) + "_" +
+         ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+         std::to_string(++made);
+}
+
+// A trace file of the test's own. The trace is stopped when the test ends,
+// also when an assertion returns early, so that the next test can start
+// one; the file is removed unless the test failed.
+class TraceFile {
+ public:
+  TraceFile() : path_(TempPath("trace") + ".json") {}
+  ~TraceFile() {
+    coro_trace_stop();
+    if (!::testing::Test::HasFailure()) std::remove(path_.c_str());
+  }
+  const char* path() const { return path_.c_str(); }
+  int Start() { return coro_trace_start(path_.c_str()); }
+  Trace Read() const { return ReadTrace(path_); }
+
+ private:
+  std::string path_;
+};
+
+// A coroutine that names itself `name` (unless it is empty), then yields
+// `yields` times; `steps` counts its resumes.
+struct Named {
+  std::string name;
+  int yields = 0;
+  int steps = 0;
+};
+
+void* NamedBody(void* arg) {
+  auto* n = static_cast<Named*>(arg);
+  if (!n->name.empty()) {
+    EXPECT_EQ(coro_set_name(coro_self(), n->name.c_str()), 0);
+  }
+  while (++n->steps <= n->yields) {
+    EXPECT_EQ(coro_yield(), 0);
+  }
+  return nullptr;
+}
+
+// Runs `body` in a child process (fork) and returns what it reported: ""
+// when all went as it expected, else what did not. The child has `seconds`
+// (alarm(): a hang dies of SIGALRM, and says so), and leaves as exit()
+// would, every stdio stream flushed, but without the parent's exit
+// handlers (_exit).
+std::string InAChild(const std::function<std::string()>& body,
+                     unsigned seconds = 20) {
+  int verdict[2];
+  if (pipe(verdict) != 0) return "pipe: " + std::string(std::strerror(errno));
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) return "fork: " + std::string(std::strerror(errno));
+  if (pid == 0) {
+    close(verdict[0]);
+    alarm(seconds);
+    const std::string said = body();
+    if (!said.empty() && write(verdict[1], said.data(), said.size()) < 0)
+      _exit(3);
+    std::fflush(nullptr);
+    _exit(0);
+  }
+  close(verdict[1]);
+  std::string said;
+  char buffer[512];
+  for (ssize_t n; (n = read(verdict[0], buffer, sizeof buffer)) != 0;) {
+    if (n > 0)
+      said.append(buffer, static_cast<std::size_t>(n));
+    else if (errno != EINTR)
+      break;
+  }
+  close(verdict[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status))
+    return said + " [the child died of signal " +
+           std::to_string(WTERMSIG(status)) +
+           (WTERMSIG(status) == SIGALRM ? ": it hung]" : "]");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return said + " [the child exited with " +
+           std::to_string(WEXITSTATUS(status)) + "]";
+  return said;
+}
+
+// How many file descriptors the process has open.
+int OpenFileDescriptors() {
+  int n = 0;
+  DIR* fds = opendir("/proc/self/fd");
+  if (fds == nullptr) return -1;
+  while (readdir(fds) != nullptr) ++n;
+  closedir(fds);
+  return n;
+}
+
+// --- coro_trace_start and coro_trace_stop: the errors ---------------------
+
+// No path, or an empty one: EINVAL, and nothing starts: a stop has
+// nothing to do, and a start with a path works.
+TEST(Trace, StartWithoutAPathIsEinval) {
+  EXPECT_EQ(coro_trace_start(nullptr), EINVAL);
+  EXPECT_EQ(coro_trace_start(""), EINVAL);
+  EXPECT_EQ(coro_trace_stop(), 0);
+  TraceFile file;
+  EXPECT_EQ(file.Start(), 0) << "a refused start left a trace recording";
+  EXPECT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(file.Read().problem, "");
+}
+
+// A stop with nothing recording does nothing and returns 0: before any
+// trace, and after one, whose file it leaves as it was (no second tail).
+TEST(Trace, StopWithNothingRecordingIsZeroAndChangesNothing) {
+  EXPECT_EQ(coro_trace_stop(), 0);
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Named a{"A"};
+  ASSERT_EQ(coro_go(s, NamedBody, &a), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  const std::string written = ReadFile(file.path());
+  EXPECT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(ReadFile(file.path()), written);
+  const Trace t = file.Read();
+  EXPECT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t), "go#1 A#1:finished");
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// One trace at a time: a start while one records is EBUSY, on another
+// path or the same, and disturbs nothing: the other path is not created,
+// and the recording goes on into the first file.
+TEST(Trace, StartWhileRecordingIsEbusy) {
+  TraceFile file, other;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Named a{"A", 1};
+  ASSERT_EQ(coro_go(s, NamedBody, &a), 0);
+  ASSERT_TRUE(coro_sched_step(s));
+  EXPECT_EQ(other.Start(), EBUSY);
+  EXPECT_EQ(file.Start(), EBUSY);
+  EXPECT_EQ(access(other.path(), F_OK), -1)
+      << "the refused start made its file";
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  const Trace t = file.Read();
+  EXPECT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t), "go#1 A#1:yielded A#1:finished");
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// A file that cannot be opened for writing: the error fopen() gave
+// (ENOENT: a missing directory; ENOTDIR: a file as a directory; EISDIR: a
+// directory; EACCES: no permission), nothing recording afterwards, and the
+// program goes on: its scheduler runs, and a trace to a good file works.
+TEST(Trace, StartOnAFileThatCannotBeOpenedReturnsTheError) {
+  const std::string dir = TempPath("dir"), plain = TempPath("file");
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  std::ofstream(plain) << "not a directory";
+  std::vector<std::pair<std::string, int>> cases = {
+      {dir + "/missing/trace.json", ENOENT},
+      {plain + "/trace.json", ENOTDIR},
+      {dir, EISDIR},
+  };
+  // No permission: a read-only file; for root, who may write any file,
+  // a sysfs attribute without a write (if this system has one).
+  const std::string read_only = TempPath("read_only");
+  std::ofstream(read_only) << "";
+  ASSERT_EQ(chmod(read_only.c_str(), 0444), 0);
+  const char* sysfs = "/sys/devices/system/cpu/online";
+  if (geteuid() != 0) {
+    cases.emplace_back(read_only, EACCES);
+  } else if (const int fd = open(sysfs, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+             fd < 0 && errno == EACCES) {
+    cases.emplace_back(sysfs, EACCES);
+  } else {
+    if (fd >= 0) close(fd);
+    std::printf(
+        "[   INFO   ] EACCES not tried: root, and %s is not "
+        "refused with it here\n",
+        sysfs);
+  }
+  for (const auto& [path, error] : cases) {
+    EXPECT_EQ(coro_trace_start(path.c_str()), error) << path;
+    EXPECT_EQ(coro_trace_stop(), 0) << path;
+  }
+  EXPECT_EQ(access((dir + "/missing").c_str(), F_OK), -1);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Named a{"A", 1};
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0) << "a refused start left a trace recording";
+  ASSERT_EQ(coro_go(s, NamedBody, &a), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  const Trace t = file.Read();
+  EXPECT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t), "go#1 A#1:yielded A#1:finished");
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+  std::remove(plain.c_str());
+  std::remove(read_only.c_str());
+  rmdir(dir.c_str());
+}
+
+// Installs a seccomp filter that fails every clone() and clone3() of this
+// process with EAGAIN, as the kernel does past a limit of threads; false
+// if the system cannot (qemu-user, for one, has no seccomp).
+bool RefuseNewThreads() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 2, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EAGAIN),
+  };
+  sock_fprog program = {static_cast<unsigned short>(std::size(filter)), filter};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
+}
+
+// The writer thread cannot start (the system refuses threads: EAGAIN):
+// the start returns the error, leaves no file open and nothing recording,
+// and the program goes on. In a child process, whose threads a seccomp
+// filter refuses. (Not under ThreadSanitizer, which ends a child of a
+// process with threads that tries to start one.)
+TEST(Trace, AWriterThreadThatCannotStartIsEagain) {
+  if (coro_test::kThreadSanitizer)
+    GTEST_SKIP() << "ThreadSanitizer: no thread may start after a fork";
+  TraceFile file;
+  const std::string said = InAChild([&]() -> std::string {
+    const int fds = OpenFileDescriptors();
+    if (!RefuseNewThreads()) return "skip";
+    if (const int rc = coro_trace_start(file.path()); rc != EAGAIN)
+      return "the start returned " + std::to_string(rc) + ", not EAGAIN";
+    if (OpenFileDescriptors() != fds) return "the trace's file was left open";
+    if (coro_trace_stop() != 0) return "a stop after it did not return 0";
+    if (const int rc = coro_trace_start(file.path()); rc != EAGAIN)
+      return "a second start returned " + std::to_string(rc) +
+             " (EBUSY: the first was left recording)";
+    coro_sched* s = coro_sched_create();
+    Named a{"A", 2};
+    if (s == nullptr || coro_go(s, NamedBody, &a) != 0 ||
+        coro_sched_run(s) != 0 || a.steps != 3 || coro_sched_destroy(s) != 0)
+      return "the scheduler did not run as usual afterwards";
+    return "";
+  });
+  if (said == "skip") GTEST_SKIP() << "no seccomp here to refuse threads";
+  EXPECT_EQ(said, "");
+}
+
+// --- What a trace records --------------------------------------------------
+
+// The known program: three coroutines that yield twice each, A and B
+// named with coro_set_name(), the third not. The trace has, on this
+// thread's lane, the three gos in order, then the resumes round-robin,
+// each with its name ("coro ID" for the unnamed one, with its id) and how
+// it left. The process's name comes first, the lane's once; the ids are
+// given in the order the coroutines were made; the slices follow each
+// other, between the start and the stop.
+TEST(Trace, RecordsTheGoesThenEveryResumeWithItsNameAndHowItLeft) {
+  TraceFile file;
+  timespec before{}, after{};
+  clock_gettime(CLOCK_MONOTONIC, &before);
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Named a{"A", 2}, b{"B", 2}, c{"", 2};
+  for (Named* n : {&a, &b, &c}) ASSERT_EQ(coro_go(s, NamedBody, n), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  clock_gettime(CLOCK_MONOTONIC, &after);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t),
+            "go#1 go#2 go#3 "
+            "A#1:yielded B#2:yielded coro#3:yielded "
+            "A#1:yielded B#2:yielded coro#3:yielded "
+            "A#1:finished B#2:finished coro#3:finished");
+  EXPECT_EQ(t.dropped, 0);
+  EXPECT_EQ(t.events[0].ArgText("name"),
+            std::string(program_invocation_short_name).substr(0, 31));
+  EXPECT_EQ(t.lanes.size(), 1u);
+  EXPECT_EQ(t.lanes.count(ThisThreadsId()), 1u) << "the lane is this thread's";
+  std::vector<double> ids;
+  for (const Json& go : EventsOf(t, "i", "start"))
+    ids.push_back(go.Arg("coroutine"));
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_TRUE(ids[0] >= 1 && ids[1] == ids[0] + 1 && ids[2] == ids[1] + 1)
+      << ids[0] << " " << ids[1] << " " << ids[2];
+  EXPECT_TRUE(SlicesTakeTurns(t, ThisThreadsId()));
+  const long long elapsed = (after.tv_sec - before.tv_sec) * 1000000000LL +
+                            (after.tv_nsec - before.tv_nsec);
+  const auto slices = Slices(t, ThisThreadsId());
+  ASSERT_EQ(slices.size(), 9u);
+  EXPECT_LE(slices.back().second, elapsed)
+      << "a slice ends after the stop: the times are not from the start";
+}
+
+// Times are microseconds from the start: a resume that takes 2 ms lasts
+// at least 2000 in the trace, and ends no later than the stop.
+TEST(Trace, TimesAreMicrosecondsFromTheStart) {
+  TraceFile file;
+  timespec before{}, after{};
+  clock_gettime(CLOCK_MONOTONIC, &before);
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  InACoroutineOf(s, [] {
+    timespec began{}, now{};
+    clock_gettime(CLOCK_MONOTONIC, &began);
+    do clock_gettime(CLOCK_MONOTONIC, &now);
+    while ((now.tv_sec - began.tv_sec) * 1000000000LL +
+               (now.tv_nsec - began.tv_nsec) <
+           2000000);
+  });
+  ASSERT_EQ(coro_trace_stop(), 0);
+  clock_gettime(CLOCK_MONOTONIC, &after);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  const std::vector<Json> resumes = EventsOf(t, "X", "resume");
+  ASSERT_EQ(resumes.size(), 1u);
+  const double elapsed_us = ((after.tv_sec - before.tv_sec) * 1000000000.0 +
+                             (after.tv_nsec - before.tv_nsec)) /
+                            1000;
+  EXPECT_GE(resumes[0].Number("dur"), 2000);
+  EXPECT_LE(resumes[0].Number("ts") + resumes[0].Number("dur"), elapsed_us);
+}
+
+// coro_spawn() is an instant too ("spawn"); a name set from outside, on
+// the handle, before the coroutine first runs, is on its first slice.
+TEST(Trace, RecordsSpawnsAndANameSetOnTheHandle) {
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  coro* first = coro_spawn(s, ReturnArg, nullptr);
+  coro* second = coro_spawn(s, YieldOnceThenReturnArg, nullptr);
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(coro_set_name(first, "joinable"), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(coro_destroy(first), 0);
+  EXPECT_EQ(coro_destroy(second), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(
+      Summary(t),
+      "spawn#1 spawn#2 joinable#1:finished coro#2:yielded coro#2:finished");
+}
+
+// A post is an arrow: its start ("s") where it was posted, its end ("f",
+// bound to the enclosing slice) where it ran, with one id; and its run is
+// a slice that points back to it (args.post). A post made from outside
+// the pump, and one made by a coroutine; what the post does (here a go)
+// is within its slice.
+TEST(Trace, RecordsAPostAsAnArrowToTheSliceOfItsRun) {
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int runs = 0;
+  std::function<void()> posts_again = [&] {
+    EXPECT_EQ(coro_post(s, CountPost, &runs), 0);
+  };
+  InAPostOf(s, [&] {
+    ++runs;
+    EXPECT_EQ(coro_go(
+                  s,
+                  [](void* arg) -> void* {
+                    (*static_cast<std::function<void()>*>(arg))();
+                    return nullptr;
+                  },
+                  &posts_again),
+              0);
+  });
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t),
+            "post#1:s go#1 post#1:f post#1:ran "
+            "post#2:s coro#1:finished post#2:f post#2:ran");
+  const std::vector<Json> starts = EventsOf(t, "s", "post"),
+                          ends = EventsOf(t, "f", "post"),
+                          slices = EventsOf(t, "X", "post"),
+                          gos = EventsOf(t, "i", "start");
+  ASSERT_EQ(starts.size(), 2u);
+  ASSERT_EQ(ends.size(), 2u);
+  ASSERT_EQ(slices.size(), 2u);
+  ASSERT_EQ(gos.size(), 1u);
+  EXPECT_NE(starts[0].Number("id"), starts[1].Number("id"));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_LE(Ns(starts[i].Number("ts")), Ns(ends[i].Number("ts")));
+    EXPECT_EQ(Ns(ends[i].Number("ts")), Ns(slices[i].Number("ts")))
+        << "the arrow ends at the start of the post's slice";
+  }
+  const long long go = Ns(gos[0].Number("ts")),
+                  from = Ns(slices[0].Number("ts"));
+  EXPECT_TRUE(from <= go && go <= from + Ns(slices[0].Number("dur")))
+      << "the go is not within the slice of the post that made it";
+  EXPECT_TRUE(SlicesTakeTurns(t, ThisThreadsId()));
+}
+
+// Every scheduler records, on whichever thread: each thread is a lane,
+// named as the thread called itself when it made its scheduler (also
+// once the thread has ended: these end before the stop), with its own
+// events in its own order.
+TEST(Trace, EachThreadsSchedulerIsALaneOfItsOwn) {
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  struct Lane {
+    const char* thread_name;
+    long tid = 0;
+    int rc = -1;
+    Named a{"A", 1}, b{"B", 1};
+  } lanes[2] = {{"lane-one"}, {"lane-two"}};
+  std::vector<std::thread> threads;
+  for (Lane& lane : lanes) {
+    threads.emplace_back([&lane] {
+      pthread_setname_np(pthread_self(), lane.thread_name);
+      lane.tid = ThisThreadsId();
+      coro_sched* s = coro_sched_create();
+      if (s != nullptr && coro_go(s, NamedBody, &lane.a) == 0 &&
+          coro_go(s, NamedBody, &lane.b) == 0)
+        lane.rc = coro_sched_run(s);
+      if (s != nullptr && coro_sched_destroy(s) != 0) lane.rc = -2;
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  ASSERT_EQ(coro_trace_stop(), 0);
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(t.lanes.size(), 2u);
+  for (const Lane& lane : lanes) {
+    EXPECT_EQ(lane.rc, 0);
+    EXPECT_EQ(t.lanes.count(lane.tid) ? t.lanes.at(lane.tid) : "(no lane)",
+              lane.thread_name);
+    EXPECT_EQ(Summary(t, lane.tid),
+              "go#1 go#2 A#1:yielded B#2:yielded A#1:finished B#2:finished")
+        << lane.thread_name;
+    EXPECT_TRUE(SlicesTakeTurns(t, lane.tid)) << lane.thread_name;
+  }
+}
+
+// --- Stopping --------------------------------------------------------------
+
+// A coroutine may stop the trace: the stop returns 0 with the file
+// complete, holding what came before it (not the resume that stops it),
+// and the program goes on unrecorded. A new trace can start afterwards.
+TEST(Trace, StopFromInsideACoroutine) {
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Log log;
+  int stop = -1;
+  Task a{"A", 2, &log,
+         [&](Task*, int step) {
+           if (step == 2) stop = coro_trace_stop();
+         },
+         nullptr};
+  Task b{"B", 2, &log, nullptr, nullptr};
+  ASSERT_EQ(coro_go(s, TaskBody, &a), 0);
+  ASSERT_EQ(coro_go(s, TaskBody, &b), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(stop, 0);
+  EXPECT_EQ(Join(log), "A1 B1 A2 B2 A3 B3");
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t), "go#1 go#2 coro#1:yielded coro#2:yielded");
+  TraceFile next;
+  EXPECT_EQ(next.Start(), 0);
+  EXPECT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// Another thread may stop the trace: it collects what this thread's
+// scheduler recorded, and the scheduler goes on as usual.
+TEST(Trace, StopFromAnotherThreadCollectsThisThreadsEvents) {
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Named a{"A", 1};
+  ASSERT_EQ(coro_go(s, NamedBody, &a), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  int stop = -1;
+  OnAnotherThread([&] { stop = coro_trace_stop(); });
+  EXPECT_EQ(stop, 0);
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t), "go#1 A#1:yielded A#1:finished");
+  Named b{"B", 1};
+  ASSERT_EQ(coro_go(s, NamedBody, &b), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  EXPECT_EQ(b.steps, 2);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// A scheduler destroyed while the trace records hands its events over:
+// they are in the file, though the stop never met the scheduler.
+TEST(Trace, ASchedulerDestroyedWhileRecordingLeavesItsEventsInTheFile) {
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Named gone{"gone", 1};
+  ASSERT_EQ(coro_go(s, NamedBody, &gone), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_sched_destroy(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t), "go#1 gone#1:yielded gone#1:finished");
+}
+
+// After a stop, a new trace is a new complete file with only its own
+// events, even from a scheduler that recorded into the last one; the last
+// file is left as it was; the same path again is written afresh. Ids go
+// on across traces (process-wide).
+TEST(Trace, ASecondTraceIsAFreshCompleteFile) {
+  TraceFile first, second;
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Named one{"one", 1}, two{"two", 1}, three{"three"};
+
+  ASSERT_EQ(first.Start(), 0);
+  ASSERT_EQ(coro_go(s, NamedBody, &one), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  const std::string first_file = ReadFile(first.path());
+
+  ASSERT_EQ(second.Start(), 0);
+  ASSERT_EQ(coro_go(s, NamedBody, &two), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(ReadFile(first.path()), first_file);
+  const Trace t1 = first.Read(), t2 = second.Read();
+  ASSERT_EQ(t1.problem, "");
+  ASSERT_EQ(t2.problem, "");
+  EXPECT_EQ(Summary(t1), "go#1 one#1:yielded one#1:finished");
+  EXPECT_EQ(Summary(t2), "go#1 two#1:yielded two#1:finished");
+  const std::vector<Json> go1 = EventsOf(t1, "i", "start"),
+                          go2 = EventsOf(t2, "i", "start");
+  ASSERT_EQ(go1.size(), 1u);
+  ASSERT_EQ(go2.size(), 1u);
+  EXPECT_GT(go2[0].Arg("coroutine"), go1[0].Arg("coroutine"));
+
+  ASSERT_EQ(first.Start(), 0);
+  ASSERT_EQ(coro_go(s, NamedBody, &three), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  const Trace again = first.Read();
+  ASSERT_EQ(again.problem, "");
+  EXPECT_EQ(Summary(again), "go#1 three#1:finished");
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// A child of fork() records nothing of its own into its parent's trace:
+// its stop returns 0 at once (the alarm fails a hang), its coroutines run
+// unrecorded, and when it leaves (flushing its stdio streams, as exit()
+// does) the parent's file gets nothing from it. The parent's trace goes on
+// and is complete: one process, one head, the parent's events only.
+TEST(Trace, AForkedChildRecordsNothingAndItsStopReturnsAtOnce) {
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Named before{"before"}, after{"after"};
+  ASSERT_EQ(coro_go(s, NamedBody, &before), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  const std::string said = InAChild([]() -> std::string {
+    if (const int rc = coro_trace_stop(); rc != 0)
+      return "the child's first stop returned " + std::to_string(rc);
+    coro_sched* child = coro_sched_create();
+    Named c{"child", 1};
+    if (child == nullptr || coro_go(child, NamedBody, &c) != 0 ||
+        coro_sched_run(child) != 0 || c.steps != 2 ||
+        coro_sched_destroy(child) != 0)
+      return "the child's scheduler did not run as usual";
+    if (const int rc = coro_trace_stop(); rc != 0)
+      return "the child's second stop returned " + std::to_string(rc);
+    return "";
+  });
+  EXPECT_EQ(said, "");
+  ASSERT_EQ(coro_go(s, NamedBody, &after), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+  const std::string text = ReadFile(file.path());
+  std::size_t heads = 0;
+  for (std::size_t at = 0;
+       (at = text.find("{\"traceEvents\":[", at)) != std::string::npos; ++at)
+    ++heads;
+  EXPECT_EQ(heads, 1u)
+      << "the child wrote into its parent's trace file (its "
+         "copy of the parent's unwritten stdio buffer, at exit)";
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t), "go#1 before#1:finished go#2 after#2:finished");
+}
+
+// A trace that cannot be written (a full disk: /dev/full) is reported once
+// on stderr, in the documented words, and recording stops; the program's
+// own work is not disturbed (enough of it to fill several buffers, so the
+// writer fails while it runs); the stop returns the error (ENOSPC), and
+// only once; a new trace then works.
+TEST(Trace, AFullDiskIsReportedOnceAndTheProgramGoesOn) {
+  if (access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no /dev/full here";
+  const int kYields = 1000;
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  Named a{"A", kYields}, b{"B", kYields}, c{"C", kYields};
+  ::testing::internal::CaptureStderr();
+  const int start = coro_trace_start("/dev/full");
+  for (Named* n : {&a, &b, &c}) EXPECT_EQ(coro_go(s, NamedBody, n), 0);
+  const int run = coro_sched_run(s);
+  const int stop = coro_trace_stop();
+  const int stop_again = coro_trace_stop();
+  const std::string errors = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(start, 0);
+  EXPECT_EQ(run, 0);
+  EXPECT_EQ(a.steps + b.steps + c.steps, 3 * (kYields + 1));
+  EXPECT_EQ(stop, ENOSPC);
+  EXPECT_EQ(stop_again, 0) << "the error is the stop's once";
+  EXPECT_EQ(errors, std::string("coro trace: cannot write /dev/full: ") +
+                        std::strerror(ENOSPC) + "; recording stops\n");
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  Named d{"D"};
+  ASSERT_EQ(coro_go(s, NamedBody, &d), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t), "go#1 D#1:finished");
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// --- coro_set_name ---------------------------------------------------------
+
+// A coroutine that sets names[i] as its name at its (i+1)th resume, and
+// yields between them.
+void* RenameEachResume(void* arg) {
+  const auto& names = *static_cast<std::vector<std::string>*>(arg);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(coro_set_name(coro_self(), names[i].c_str()), 0) << i;
+    if (i + 1 < names.size()) {
+      EXPECT_EQ(coro_yield(), 0);
+    }
+  }
+  return nullptr;
+}
+
+// Names keep at most CORO_NAME_MAX (23) bytes: 23 whole, 24 cut to 23.
+// What is not printable ASCII, and '"' and '\\', become '?' (so the JSON
+// needs no escapes): a tab, a control character, DEL, each byte of a
+// UTF-8 letter; a space and '~' stay. "" takes the name away: "coro ID".
+TEST(Trace, NamesAreCutAt23BytesAndCleaned) {
+  static_assert(CORO_NAME_MAX == 23, "the contract's length");
+  std::vector<std::string> names = {
+      "abcdefghijklmnopqrstuvw",   // 23
+      "abcdefghijklmnopqrstuvwx",  // 24
+      "tab\tquote\"back\\slash",  "caf\xc3\xa9 \x01\x7f~", "",
+  };
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(coro_go(s, RenameEachResume, &names), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t),
+            "go#1 abcdefghijklmnopqrstuvw#1:yielded "
+            "abcdefghijklmnopqrstuvw#1:yielded "
+            "tab?quote?back?slash#1:yielded "
+            "caf?? ??~#1:yielded "
+            "coro#1:finished");
+}
+
+// A newline is a control character like the others: '?', and the rest of
+// the name is kept.
+TEST(Trace, ANewlineInANameBecomesAQuestionMarkLikeAnyControlCharacter) {
+  std::vector<std::string> names = {"line\nbreak"};
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(coro_go(s, RenameEachResume, &names), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t), "go#1 line?break#1:finished");
+}
+
+// NULL coroutine or name: EINVAL. A finished coroutine (a joinable one,
+// done and not yet destroyed) cannot be named: EINVAL.
+TEST(Trace, SetNameOnNullOrAFinishedCoroutineIsEinval) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  coro* c = coro_spawn(s, ReturnArg, nullptr);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(coro_set_name(nullptr, "x"), EINVAL);
+  EXPECT_EQ(coro_set_name(c, nullptr), EINVAL);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_status(c), CORO_DONE);
+  EXPECT_EQ(coro_set_name(c, "late"), EINVAL);
+  EXPECT_EQ(coro_destroy(c), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+}
+
+// Only the thread that owns a coroutine may name it: from another thread,
+// EPERM, and the name stays the owner's.
+TEST(Trace, SetNameFromAnotherThreadIsEperm) {
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  coro* c = coro_spawn(s, ReturnArg, nullptr);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(coro_set_name(c, "mine"), 0);
+  int rc = -1;
+  OnAnotherThread([&] { rc = coro_set_name(c, "theirs"); });
+  EXPECT_EQ(rc, EPERM);
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(coro_destroy(c), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t), "mine#1:finished");
+}
+
+// A coroutine made on a reused stack starts with no name and a new id,
+// whether the stack was a finished detached coroutine's or a destroyed
+// joinable one's.
+TEST(Trace, ACoroutineOnAReusedStackStartsUnnamed) {
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  std::uintptr_t pages[4] = {};
+  auto named = [](void* arg) -> void* {
+    EXPECT_EQ(coro_set_name(coro_self(), "named"), 0);
+    return RecordStackPage(arg);
+  };
+  ASSERT_EQ(coro_go(s, named, &pages[0]), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_go(s, RecordStackPage, &pages[1]), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  coro* j = coro_spawn(s, named, &pages[2]);
+  ASSERT_NE(j, nullptr);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_destroy(j), 0);
+  ASSERT_EQ(coro_go(s, RecordStackPage, &pages[3]), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+  EXPECT_EQ(pages[1], pages[0])
+      << "the detached coroutine's stack was not reused";
+  EXPECT_EQ(pages[3], pages[2])
+      << "the joinable coroutine's stack was not reused";
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t),
+            "go#1 named#1:finished go#2 coro#2:finished "
+            "spawn#3 named#3:finished go#4 coro#4:finished");
 }
 
 }  // namespace
