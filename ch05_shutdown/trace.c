@@ -476,8 +476,12 @@ static void hand_over(struct trace_buffer *b)
  * before it takes each scheduler's lock to collect its buffer. So a
  * record that gets the lock after the stop collected this scheduler sees
  * 0 (the lock orders the two) and is dropped, and one that got it before
- * is in the buffer the stop collects. A buffer from an older trace (its
- * stop came between another load and this lock) is thrown away.
+ * is in the buffer the stop collects. A record that sees 0 leaves the
+ * buffer as it is: the stop is on its way to collect it. (Thrown away
+ * there, as this code first did, it lost the records before it: the
+ * model of this hand-over, trace_stop.pml in Chapter 4's models, found
+ * it.) Only a buffer of an older trace, met while a newer one records,
+ * is thrown away.
  */
 static void append(coro_sched *s, const struct trace_record *r)
 {
@@ -488,7 +492,7 @@ static void append(coro_sched *s, const struct trace_record *r)
     pthread_mutex_lock(&t->lock);
     session = atomic_load_explicit(&coro__trace_on, memory_order_relaxed);
     b = t->buffer;
-    if (b != NULL && b->session != session) {
+    if (b != NULL && session != 0 && b->session != session) {
         free(b); /* an older trace's, never collected */
         b = t->buffer = NULL;
     }
