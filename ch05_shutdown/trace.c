@@ -129,10 +129,12 @@ uint64_t coro__trace_clock(void)
 /* ── Writing: the writer thread's side ────────────────────────────────── */
 
 static const char *const left_names[] = {"yielded", "parked", "finished"};
-/* A sent request's arrow: its category (the colour tools/timeline gives
- * it, matched with where it ends) and its name. */
+/* A sent request's arrow: its category and name, which must be those of
+ * where it ends (a viewer pairs the two ends by id, category and name):
+ * a go's ends at a resume, as a wake's does; and what was sent. */
 static const char *const sent_cats[] = {"wake", "post", "wake"};
-static const char *const sent_names[] = {"go", "post", "wake"};
+static const char *const sent_names[] = {"wake", "post", "wake"};
+static const char *const sent_what[] = {"go", "post", "wake"};
 static const char *const note_names[] = {
     [CORO_TRACE_CANCEL] = "cancel",
     [CORO_TRACE_CLOSE] = "close",
@@ -261,7 +263,8 @@ static void put_record(FILE *f, int pid, int tid, const struct trace_record *r)
                    "\"id\":%" PRIu64 ",\"pid\":%d,\"tid\":%d",
                 sent_cats[r->left], sent_names[r->left], r->arg, pid, tid);
         put_time(f, "ts", at);
-        fprintf(f, ",\"args\":{\"across_threads\":true}}");
+        fprintf(f, ",\"args\":{\"sent\":\"%s\",\"across_threads\":true}}",
+                sent_what[r->left]);
         break;
     case REC_ARRIVED:
         fprintf(f, ",\n{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"wake\","

@@ -180,8 +180,9 @@ def aarch64_suite(suite, chapter, size = "medium", timeout = None):
             1 if backend == "ucontext" else 0,
         )
 
-        # The suite, compiled. It includes only coro.h and harness.h, so an
-        # edit to the library's .c files does not compile it again.
+        # The suite, compiled. It includes only coro.h, harness.h and
+        # trace_events.h, so an edit to the library's .c files does not
+        # compile it again.
         native.genrule(
             name = binary + "_object",
             testonly = True,
@@ -189,6 +190,7 @@ def aarch64_suite(suite, chapter, size = "medium", timeout = None):
             srcs = [
                 test_source,
                 "harness.h",
+                "trace_events.h",
                 "//%s:coro.h" % directory,
                 "@googletest//:sources",
             ],

@@ -63,6 +63,7 @@
 
 #include "coro.h"
 #include "harness.h"
+#include "trace_events.h"
 
 namespace {
 
@@ -3834,6 +3835,337 @@ TEST(Race, CloseRacingWithRemoteGoAndPostLosesNothing) {
   std::printf("[   INFO   ] %ld rounds: %ld accepted, %ld refused, %ld "
               "abandoned\n",
               rounds, total_accepted, total_refused, total_abandoned);
+}
+
+
+// ===========================================================================
+// The trace of stopping (Chapter 2's trace, with Chapter 5's marks)
+// ===========================================================================
+//
+// Each step of stopping is a mark on the lane of the thread that took it:
+// "cancel" (with the coroutine only when its owner's thread cancelled it:
+// another thread may not read its trace id), "close", "close taken in"
+// (the owner's pump took in another thread's or a signal's close, with the
+// signal's number), and a shutdown's "shutdown: drain", each "abandon"
+// (with the coroutine) and "shutdown: drained" (with how many were
+// abandoned). What a cancel or a close makes ready is Chapter 3's wake
+// arrow. The events are read back with trace_events.h; Summary() writes
+// the marks as cancel(#1), close, close-taken-in(signal 10), drain,
+// abandon(#1), drained(1).
+
+using coro_trace_test::ArrowProblems;
+using coro_trace_test::EventsOf;
+using coro_trace_test::IdNamed;
+using coro_trace_test::Json;
+using coro_trace_test::Ns;
+using coro_trace_test::OnANamedThread;
+using coro_trace_test::ResumesOf;
+using coro_trace_test::Summary;
+using coro_trace_test::TheOne;
+using coro_trace_test::Trace;
+using coro_trace_test::TraceFile;
+
+// A coroutine of `s` that parks (forever, but for a wake or a cancel) and
+// keeps what its park returned in `*rc`; the pump has run it up to its
+// park when this returns. Spawned: the test destroys it.
+coro* SpawnParked(coro_sched* s, int* rc) {
+  coro* c = Spawn(s, [rc] { *rc = coro_park(); });
+  EXPECT_NE(c, nullptr);
+  EXPECT_TRUE(c != nullptr && coro_sched_step(s)) << "it did not run";
+  return c;
+}
+
+// Proves that coro_cancel() on the owner's thread is a "cancel" mark on
+// that thread's lane that names the coroutine, and that the cancel ends
+// its park with a wake arrow to its next slice.
+TEST(TraceShutdown, ACancelByTheOwnerIsAMarkWithTheCoroutineThenAWakeArrow) {
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int park_rc = -1;
+  coro* c = SpawnParked(s, &park_rc);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(coro_cancel(c), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(park_rc, ECANCELED);
+  EXPECT_EQ(coro_destroy(c), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t),
+            "spawn#1 park#1 coro#1:parked cancel(#1) wake~1>#1 f~1 "
+            "coro#1:finished");
+  EXPECT_EQ(ArrowProblems(t), "");
+  const Json cancel = TheOne(t, "i", "shutdown", "cancel");
+  ASSERT_EQ(cancel.Text("ph"), "i");
+  EXPECT_EQ(cancel.Number("tid"), Tid());
+  EXPECT_EQ(cancel.Arg("coroutine"),
+            TheOne(t, "i", "start", "spawn").Arg("coroutine"));
+  const Json start = TheOne(t, "s", "wake", "wake");
+  EXPECT_GE(Ns(start.Number("ts")), Ns(cancel.Number("ts")))
+      << "the arrow starts before the cancel";
+}
+
+// Proves that a coro_cancel() from another thread is a "cancel" mark on
+// that thread's lane, without the coroutine (args empty), and that the
+// owner's pump, taking the request in, draws the wake arrow on its own
+// lane to the cancelled coroutine's next slice.
+TEST(TraceShutdown, ACancelFromAnotherThreadIsAMarkOnItsLaneWithoutTheCoroutine) {
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int park_rc = -1, cancel_rc = -1;
+  coro* c = SpawnParked(s, &park_rc);
+  ASSERT_NE(c, nullptr);
+  const long canceller =
+      OnANamedThread("trace-cancel", [&] { cancel_rc = coro_cancel(c); });
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(cancel_rc, 0);
+  EXPECT_EQ(park_rc, ECANCELED);
+  EXPECT_EQ(coro_destroy(c), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t),
+            "spawn#1 park#1 coro#1:parked cancel wake~1>#1 f~1 coro#1:finished");
+  EXPECT_EQ(Summary(t, canceller), "cancel");
+  EXPECT_EQ(Summary(t, Tid()),
+            "spawn#1 park#1 coro#1:parked wake~1>#1 f~1 coro#1:finished");
+  EXPECT_EQ(ArrowProblems(t), "");
+  ASSERT_EQ(t.lanes.count(canceller), 1u);
+  EXPECT_EQ(t.lanes.at(canceller), "trace-cancel");
+  const Json cancel = TheOne(t, "i", "shutdown", "cancel");
+  ASSERT_NE(cancel.Get("args"), nullptr);
+  EXPECT_TRUE(cancel.Get("args")->fields.empty()) << "a cancel from another "
+                                                     "thread names its coroutine";
+}
+
+// Proves that coro_sched_close() on the owner's thread is a "close" mark
+// on its lane, with nothing taken in, and that each coroutine it cancels
+// gets a wake arrow from there.
+TEST(TraceShutdown, ACloseByTheOwnerIsAMarkThenAWakeArrowToEachCancelled) {
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int park_rc[2] = {-1, -1};
+  coro* parked[2] = {SpawnParked(s, &park_rc[0]), SpawnParked(s, &park_rc[1])};
+  ASSERT_NE(parked[0], nullptr);
+  ASSERT_NE(parked[1], nullptr);
+  EXPECT_EQ(coro_sched_close(s), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(park_rc[i], ECANCELED);
+    EXPECT_EQ(coro_destroy(parked[i]), 0);
+  }
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  const std::string line = Summary(t);
+  const std::string head =
+      "spawn#1 park#1 coro#1:parked spawn#2 park#2 coro#2:parked close ";
+  EXPECT_EQ(line.substr(0, head.size()), head) << line;
+  // Both are cancelled by the close, in the order of the scheduler's list.
+  EXPECT_TRUE(line == head + "wake~1>#1 wake~2>#2 f~1 coro#1:finished f~2 coro#2:finished" ||
+              line == head + "wake~1>#2 wake~2>#1 f~1 coro#2:finished f~2 coro#1:finished")
+      << line;
+  EXPECT_EQ(ArrowProblems(t), "");
+  const Json close = TheOne(t, "i", "shutdown", "close");
+  ASSERT_EQ(close.Text("ph"), "i");
+  EXPECT_EQ(close.Number("tid"), Tid());
+  ASSERT_NE(close.Get("args"), nullptr);
+  EXPECT_TRUE(close.Get("args")->fields.empty());
+  EXPECT_TRUE(EventsOf(t, "i", "shutdown", "close taken in").empty());
+}
+
+// Proves that a coro_sched_close() from another thread is a "close" mark
+// on that thread's lane, and that the owner's pump marks where it took
+// the close in ("close taken in", with no signal), on its own lane, before
+// the wake arrow of the cancel it made.
+TEST(TraceShutdown, ACloseFromAnotherThreadIsTakenInByTheOwnersPump) {
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int park_rc = -1, close_rc = -1;
+  coro* c = SpawnParked(s, &park_rc);
+  ASSERT_NE(c, nullptr);
+  const long closer =
+      OnANamedThread("trace-closer", [&] { close_rc = coro_sched_close(s); });
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(close_rc, 0);
+  EXPECT_EQ(park_rc, ECANCELED);
+  EXPECT_EQ(coro_destroy(c), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t, closer), "close");
+  EXPECT_EQ(Summary(t, Tid()),
+            "spawn#1 park#1 coro#1:parked close-taken-in wake~1>#1 f~1 "
+            "coro#1:finished");
+  EXPECT_EQ(ArrowProblems(t), "");
+  ASSERT_EQ(t.lanes.count(closer), 1u);
+  EXPECT_EQ(t.lanes.at(closer), "trace-closer");
+  const Json close = TheOne(t, "i", "shutdown", "close"),
+             taken_in = TheOne(t, "i", "shutdown", "close taken in");
+  ASSERT_EQ(close.Text("ph"), "i");
+  ASSERT_EQ(taken_in.Text("ph"), "i");
+  EXPECT_LE(Ns(close.Number("ts")), Ns(taken_in.Number("ts")));
+  EXPECT_FALSE(taken_in.HasArg("signal"));
+}
+
+// Proves that a shutdown whose coroutines all finish in time marks its
+// close, its drain and its end with none abandoned, in that order, and the
+// wake arrow of the cancel in between.
+TEST(TraceShutdown, AShutdownWhereAllFinishDrainsWithNoneAbandoned) {
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int park_rc = -1;
+  coro* c = SpawnParked(s, &park_rc);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(coro_sched_shutdown(s, kForever), 0u);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(park_rc, ECANCELED);
+  EXPECT_EQ(coro_destroy(c), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t),
+            "spawn#1 park#1 coro#1:parked close wake~1>#1 drain f~1 "
+            "coro#1:finished drained(0)");
+  EXPECT_EQ(ArrowProblems(t), "");
+  for (const Json& mark : EventsOf(t, "i", "shutdown"))
+    EXPECT_EQ(mark.Number("tid"), Tid()) << mark.Text("name");
+}
+
+// Proves what a shutdown with a coroutine that ignores cancellation marks,
+// on the owner's lane and in this order: the close (and its wake arrow to
+// a cooperating sleeper, which finishes while the pump drains), the
+// drain, once the grace period is over the abandon of the stubborn one
+// (its id), and the drain's end with one abandoned. The abandoned
+// coroutine has no slice after its abandon. (Its slices are a millisecond
+// each and the grace period 20 ms: some twenty slices.)
+TEST(TraceShutdown, AShutdownMarksTheDrainTheAbandonAndHowManyWereAbandoned) {
+  const uint64_t grace = 20 * kMs;
+  TraceFile file;
+  uint64_t before = 0, after = 0;
+  ASSERT_EQ(file.Start(&before, &after), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  KeptBodies kept;
+  bool release = false;  // never set
+  int neighbour_rc = -1;
+  ASSERT_EQ(GoKept(s, kept,
+                   [&] {
+                     EXPECT_EQ(coro_set_name(coro_self(), "stubborn"), 0);
+                     while (!release) {
+                       SpinFor(kMs);
+                       coro_yield();
+                     }
+                   }),
+            0);
+  ASSERT_EQ(Go(s,
+               [&] {
+                 EXPECT_EQ(coro_set_name(coro_self(), "neighbour"), 0);
+                 neighbour_rc = coro_sleep(kForever);
+               }),
+            0);
+  ASSERT_TRUE(coro_sched_step(s));  // the stubborn one yields
+  ASSERT_TRUE(coro_sched_step(s));  // the neighbour sleeps
+  const uint64_t start = coro_now();
+  EXPECT_EQ(coro_sched_shutdown(s, grace), 1u);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(neighbour_rc, ECANCELED);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  const std::string line = Summary(t);
+  const std::string head =
+      "go#1 go#2 stubborn#1:yielded sleep#2 neighbour#2:parked close "
+      "wake~1>#2 drain ";
+  const std::string tail = " abandon(#1) drained(1)";
+  EXPECT_EQ(line.substr(0, head.size()), head) << line;
+  ASSERT_GE(line.size(), tail.size());
+  EXPECT_EQ(line.substr(line.size() - tail.size()), tail) << line;
+  EXPECT_NE(line.find(" f~1 neighbour#2:finished "), std::string::npos) << line;
+  EXPECT_EQ(ArrowProblems(t), "");
+
+  std::vector<std::string> marks;
+  for (const Json& mark : EventsOf(t, "i", "shutdown")) {
+    marks.push_back(mark.Text("name"));
+    EXPECT_EQ(mark.Number("tid"), Tid()) << mark.Text("name");
+  }
+  EXPECT_EQ(marks, (std::vector<std::string>{"close", "shutdown: drain",
+                                             "abandon", "shutdown: drained"}));
+  const double stubborn = IdNamed(t, "stubborn");
+  const Json abandon = TheOne(t, "i", "shutdown", "abandon"),
+             drained = TheOne(t, "i", "shutdown", "shutdown: drained");
+  ASSERT_EQ(abandon.Text("ph"), "i");
+  ASSERT_EQ(drained.Text("ph"), "i");
+  EXPECT_EQ(abandon.Arg("coroutine"), stubborn);
+  EXPECT_EQ(drained.Arg("abandoned"), 1);
+  EXPECT_FALSE(drained.HasArg("coroutine"));
+  EXPECT_GE(Ns(abandon.Number("ts")),
+            static_cast<long long>(start + grace - after))
+      << "abandoned before the grace period was over";
+  const std::vector<Json> slices = ResumesOf(t, stubborn);
+  ASSERT_GE(slices.size(), 2u);
+  const Json& last = slices.back();
+  EXPECT_LE(Ns(last.Number("ts")) + Ns(last.Number("dur")),
+            Ns(abandon.Number("ts")))
+      << "the abandoned coroutine ran after its abandon";
+  for (const Json& slice : slices) EXPECT_EQ(slice.ArgText("left"), "yielded");
+  (void)before;
+}
+
+// Proves that a close sent by a signal (coro_sched_close_on_signal(), then
+// raise() on this thread outside the pump) is a "close taken in" mark on
+// the owner's lane with the signal's number, where its pump took it in;
+// the handler itself records nothing (no "close" mark); the cancel of the
+// parked coroutine is a wake arrow from there.
+TEST(TraceShutdown, ACloseFromASignalIsTakenInWithTheSignalsNumber) {
+  const int signo = SIGUSR1;
+  CountingHandler previous(signo);
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(coro_sched_close_on_signal(s, signo), 0);
+  int park_rc = -1;
+  coro* c = SpawnParked(s, &park_rc);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(raise(signo), 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(park_rc, ECANCELED);
+  EXPECT_EQ(coro_destroy(c), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+  EXPECT_EQ(previous.caught(), 0) << "the library's handler was not the one";
+
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t), "spawn#1 park#1 coro#1:parked close-taken-in(signal " +
+                            std::to_string(signo) +
+                            ") wake~1>#1 f~1 coro#1:finished");
+  EXPECT_EQ(ArrowProblems(t), "");
+  const Json taken_in = TheOne(t, "i", "shutdown", "close taken in");
+  ASSERT_EQ(taken_in.Text("ph"), "i");
+  EXPECT_EQ(taken_in.Number("tid"), Tid());
+  EXPECT_EQ(taken_in.Arg("signal"), signo);
 }
 
 }  // namespace

@@ -85,7 +85,7 @@ def _suite_objects(name, srcs, number, directory, backend, deps = []):
             "-DCORO_UCONTEXT=%d" % (1 if backend == "ucontext" else 0),
             "-I" + directory,
         ] + (["-DCORO_SWITCH_UCONTEXT"] if backend == "ucontext" else []),
-        deps = deps + [":harness", "@googletest//:gtest"],
+        deps = deps + [":harness", ":trace_events", "@googletest//:gtest"],
         alwayslink = True,
         visibility = ["//visibility:public"],
     )

@@ -57,6 +57,7 @@
 
 #include "coro.h"
 #include "harness.h"
+#include "trace_events.h"
 
 namespace {
 
@@ -2449,6 +2450,290 @@ TEST(DenseStacks, StackSizeChangesRaceSafelyWithGoFromAnotherThread) {
   EXPECT_GT(answered_busy, 0) << "stacks were carved while it asked";
   EXPECT_EQ(busy_after, EBUSY) << "dense mode stayed on: the size is fixed";
   (void)answered_ok;  // 0 until the first stack is carved; may be never
+}
+
+
+// ===========================================================================
+// The trace across threads (Chapter 2's trace, with Chapter 4's events)
+// ===========================================================================
+//
+// Each thread is a lane, named as the thread called itself when it first
+// recorded. A go, post or wake sent from a thread that does not own the
+// scheduler is an arrow that starts on the sender's lane ("across_threads")
+// and ends on the owner's: a go at the new coroutine's first slice, a post
+// at its run's slice, a wake where the owner's pump took it in (a "taken
+// in" mark), from where Chapter 3's wake arrow goes on to the resume. The
+// events are read back with trace_events.h (see its top for the line
+// Summary() writes: "wake~1:sent" is arrow 1 starting on a sender's lane,
+// "f~1" its end).
+//
+// Each test sends from a plain thread it joins before the owner pumps, so
+// the order of the events is the program's, not the machine's.
+
+using coro_trace_test::ArrowProblems;
+using coro_trace_test::EventsOf;
+using coro_trace_test::IdNamed;
+using coro_trace_test::Json;
+using coro_trace_test::Ns;
+using coro_trace_test::OnANamedThread;
+using coro_trace_test::ResumesOf;
+using coro_trace_test::Summary;
+using coro_trace_test::TheOne;
+using coro_trace_test::Trace;
+using coro_trace_test::TraceFile;
+
+
+// Proves the path of a coro_wake() from another thread (a plain thread
+// without a scheduler) of a coroutine parked on this one: an arrow starts
+// on the waker's lane (named as the waker named itself), ends on this
+// thread's lane where its pump took the wake in (the end and the "taken
+// in" mark at one time, after the start), and from there a wake arrow
+// goes on to the coroutine's next slice. So a wake arrow goes from the
+// waker's lane to the wakee's.
+TEST(TraceThreads, AWakeFromAnotherThreadGoesFromItsLaneToTheTakingInThenToTheResume) {
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int park_rc = -1;
+  coro* parked = Spawn(s, [&] {
+    EXPECT_EQ(coro_set_name(coro_self(), "parked"), 0);
+    park_rc = coro_park();
+  });
+  ASSERT_NE(parked, nullptr);
+  ASSERT_TRUE(coro_sched_step(s));  // it runs, and parks
+  int wake_rc = -1;
+  const long waker = OnANamedThread("trace-waker", [&] { wake_rc = coro_wake(parked); });
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(wake_rc, 0);
+  EXPECT_EQ(park_rc, 0);
+  EXPECT_EQ(coro_destroy(parked), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  const long owner = Tid();
+  EXPECT_EQ(Summary(t),
+            "spawn#1 park#1 parked#1:parked wake~1:sent f~1 taken-in "
+            "wake~2>#1 f~2 parked#1:finished");
+  EXPECT_EQ(Summary(t, waker), "wake~1:sent");
+  EXPECT_EQ(Summary(t, owner),
+            "spawn#1 park#1 parked#1:parked f~1 taken-in wake~2>#1 f~2 "
+            "parked#1:finished");
+  EXPECT_EQ(ArrowProblems(t), "");
+  ASSERT_EQ(t.lanes.count(waker), 1u);
+  EXPECT_EQ(t.lanes.at(waker), "trace-waker");
+
+  const std::vector<Json> local = EventsOf(t, "s", "wake", "wake");
+  ASSERT_EQ(local.size(), 2u);
+  const Json& sent = local[0];  // then the owner's own wake
+  ASSERT_NE(sent.Get("args"), nullptr);
+  const Json* across = sent.Get("args")->Get("across_threads");
+  ASSERT_NE(across, nullptr);
+  EXPECT_TRUE(across->kind == Json::kBool && across->number == 1);
+  EXPECT_FALSE(local[1].HasArg("across_threads"));
+  const Json taken_in = TheOne(t, "i", "wake", "taken in");
+  ASSERT_EQ(taken_in.Number("tid"), owner);
+  const std::vector<Json> ends = EventsOf(t, "f", "wake", "wake"),
+                          slices = ResumesOf(t, IdNamed(t, "parked"));
+  ASSERT_EQ(ends.size(), 2u);
+  ASSERT_EQ(slices.size(), 2u);
+  EXPECT_EQ(ends[0].Number("id"), sent.Number("id"));
+  EXPECT_EQ(ends[0].Number("tid"), owner);
+  EXPECT_EQ(Ns(ends[0].Number("ts")), Ns(taken_in.Number("ts")));
+  EXPECT_LE(Ns(sent.Number("ts")), Ns(taken_in.Number("ts")));
+  EXPECT_GE(Ns(sent.Number("ts")),
+            Ns(slices[0].Number("ts")) + Ns(slices[0].Number("dur")))
+      << "the wake was sent before the coroutine had parked";
+  EXPECT_EQ(local[1].Arg("coroutine"), slices[0].Arg("id"));
+  EXPECT_EQ(local[1].Number("tid"), owner);
+  EXPECT_GE(Ns(local[1].Number("ts")), Ns(taken_in.Number("ts")));
+  EXPECT_EQ(ends[1].Number("id"), local[1].Number("id"));
+  EXPECT_EQ(Ns(ends[1].Number("ts")), Ns(slices[1].Number("ts")));
+}
+
+// Proves that a coro_post() from another thread is an arrow from that
+// thread's lane to the post's slice on the owner's lane: a start of
+// category "post" on the poster's lane, across threads; its end, with its
+// id, at the start of the post's run, whose slice names the same number.
+TEST(TraceThreads, APostFromAnotherThreadIsAnArrowFromItsLaneToThePostsSlice) {
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int post_rc = -1;
+  long ran_on = 0;
+  const long poster = OnANamedThread("trace-poster", [&] {
+    post_rc = Post(s, [&] { ran_on = Tid(); });
+  });
+  ASSERT_EQ(post_rc, 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+  const long owner = Tid();
+  EXPECT_EQ(ran_on, owner);
+
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t), "post~1:sent f~1 post~1:ran");
+  EXPECT_EQ(Summary(t, poster), "post~1:sent");
+  EXPECT_EQ(Summary(t, owner), "f~1 post~1:ran");
+  EXPECT_EQ(ArrowProblems(t), "");
+  ASSERT_EQ(t.lanes.count(poster), 1u);
+  EXPECT_EQ(t.lanes.at(poster), "trace-poster");
+  const Json sent = TheOne(t, "s", "post", "post"),
+             end = TheOne(t, "f", "post", "post"),
+             ran = TheOne(t, "X", "post", "post");
+  ASSERT_EQ(sent.Text("ph"), "s");
+  ASSERT_EQ(end.Text("ph"), "f");
+  ASSERT_EQ(ran.Text("ph"), "X");
+  EXPECT_EQ(sent.Number("tid"), poster);
+  EXPECT_EQ(end.Number("id"), sent.Number("id"));
+  EXPECT_EQ(ran.Arg("post"), sent.Number("id"));
+  EXPECT_EQ(end.Number("tid"), owner);
+  EXPECT_EQ(ran.Number("tid"), owner);
+  EXPECT_EQ(Ns(end.Number("ts")), Ns(ran.Number("ts")));
+  EXPECT_LE(Ns(sent.Number("ts")), Ns(end.Number("ts")));
+}
+
+// Proves that a coro_go() from another thread is an arrow from that
+// thread's lane (named "go", across threads) to the new coroutine's first
+// slice on the owner's lane, and to no later one.
+TEST(TraceThreads, AGoFromAnotherThreadIsAnArrowToTheNewCoroutinesFirstSlice) {
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_sched* s = coro_sched_create();
+  ASSERT_NE(s, nullptr);
+  int go_rc = -1;
+  long ran_on = 0;
+  const long starter = OnANamedThread("trace-starter", [&] {
+    go_rc = Go(s, [&] {
+      EXPECT_EQ(coro_set_name(coro_self(), "started"), 0);
+      EXPECT_EQ(coro_yield(), 0);
+      ran_on = Tid();
+    });
+  });
+  ASSERT_EQ(go_rc, 0);
+  ASSERT_EQ(coro_sched_run(s), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(coro_sched_destroy(s), 0);
+  const long owner = Tid();
+  EXPECT_EQ(ran_on, owner);
+
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t), "go~1:sent f~1 started#1:yielded started#1:finished");
+  EXPECT_EQ(Summary(t, starter), "go~1:sent");
+  EXPECT_EQ(Summary(t, owner), "f~1 started#1:yielded started#1:finished");
+  EXPECT_EQ(ArrowProblems(t), "");
+  ASSERT_EQ(t.lanes.count(starter), 1u);
+  EXPECT_EQ(t.lanes.at(starter), "trace-starter");
+  const Json sent = TheOne(t, "s", "wake", "go"),
+             end = TheOne(t, "f", "wake", "");
+  ASSERT_EQ(sent.Text("ph"), "s");
+  ASSERT_EQ(end.Text("ph"), "f");
+  const std::vector<Json> slices = ResumesOf(t, IdNamed(t, "started"));
+  ASSERT_EQ(slices.size(), 2u);
+  EXPECT_EQ(sent.Number("tid"), starter);
+  EXPECT_EQ(end.Number("id"), sent.Number("id"));
+  EXPECT_EQ(end.Number("tid"), owner);
+  EXPECT_EQ(Ns(end.Number("ts")), Ns(slices[0].Number("ts")))
+      << "the arrow does not end at the first slice";
+}
+
+// Proves that a pool's workers are lanes named pool-0 and pool-1, and that
+// a coroutine pinned to each (coro_pool_go_on) runs on that worker's lane:
+// its slices are there, on the thread it ran on, and its go is an arrow
+// from this thread's lane to its first slice there.
+TEST(TraceThreads, APoolsWorkersAreLanesNamedPool0AndPool1) {
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_pool* p = coro_pool_create(2, false);
+  ASSERT_NE(p, nullptr);
+  std::atomic<long> ran_on[2] = {{0}, {0}};
+  for (size_t w = 0; w < 2; ++w) {
+    ASSERT_EQ(PoolGoOn(p, w,
+                       [&ran_on, w] {
+                         const std::string name = "on-" + std::to_string(w);
+                         EXPECT_EQ(coro_set_name(coro_self(), name.c_str()), 0);
+                         EXPECT_EQ(coro_yield(), 0);
+                         ran_on[w].store(Tid());
+                       }),
+              0);
+  }
+  ASSERT_EQ(coro_pool_wait(p), 0);
+  ASSERT_EQ(coro_pool_destroy(p), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(ArrowProblems(t), "");
+  const long me = Tid();
+  std::set<double> sent_ids;
+  for (const Json& sent : EventsOf(t, "s", "wake", "go")) {
+    EXPECT_EQ(sent.Number("tid"), me) << "a go sent from elsewhere";
+    sent_ids.insert(sent.Number("id"));
+  }
+  EXPECT_EQ(sent_ids.size(), 2u);
+  for (size_t w = 0; w < 2; ++w) {
+    const std::string name = "on-" + std::to_string(w);
+    SCOPED_TRACE(name);
+    const long lane = ran_on[w].load();
+    ASSERT_NE(lane, 0) << "it did not run";
+    ASSERT_EQ(t.lanes.count(lane), 1u) << "its thread has no lane";
+    EXPECT_EQ(t.lanes.at(lane), "pool-" + std::to_string(w));
+    const std::vector<Json> slices = ResumesOf(t, IdNamed(t, name));
+    ASSERT_EQ(slices.size(), 2u);
+    for (const Json& slice : slices) EXPECT_EQ(slice.Number("tid"), lane);
+    EXPECT_EQ(slices[0].ArgText("left"), "yielded");
+    EXPECT_EQ(slices[1].ArgText("left"), "finished");
+    bool arrow_in = false;
+    for (const Json& end : EventsOf(t, "f", "wake"))
+      arrow_in |= end.Number("tid") == lane && sent_ids.count(end.Number("id")) &&
+                  Ns(end.Number("ts")) == Ns(slices[0].Number("ts"));
+    EXPECT_TRUE(arrow_in) << "no go arrow from this thread to its first slice";
+  }
+  EXPECT_NE(ran_on[0].load(), ran_on[1].load());
+  EXPECT_EQ(t.lanes.count(me), 1u) << "the sender's lane is not named";
+}
+
+// Proves that a looper's lane takes the looper's name, and that a
+// coroutine handed to it runs there, with a go arrow from this thread.
+TEST(TraceThreads, ALoopersLaneTakesItsName) {
+  TraceFile file;
+  ASSERT_EQ(file.Start(), 0);
+  coro_looper* l = coro_looper_start("trace-looper");
+  ASSERT_NE(l, nullptr);
+  std::atomic<long> ran_on{0};
+  ASSERT_EQ(Go(coro_looper_sched(l),
+               [&] {
+                 EXPECT_EQ(coro_set_name(coro_self(), "on-looper"), 0);
+                 ran_on.store(Tid());
+               }),
+            0);
+  ASSERT_EQ(coro_looper_stop(l), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+
+  const Trace t = file.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(ArrowProblems(t), "");
+  const long lane = ran_on.load();
+  ASSERT_NE(lane, 0);
+  ASSERT_EQ(t.lanes.count(lane), 1u);
+  EXPECT_EQ(t.lanes.at(lane), "trace-looper");
+  const std::vector<Json> slices = ResumesOf(t, IdNamed(t, "on-looper"));
+  ASSERT_EQ(slices.size(), 1u);
+  EXPECT_EQ(slices[0].Number("tid"), lane);
+  const Json sent = TheOne(t, "s", "wake", "go");
+  ASSERT_EQ(sent.Text("ph"), "s");
+  EXPECT_EQ(sent.Number("tid"), Tid());
+  bool arrow_in = false;
+  for (const Json& end : EventsOf(t, "f", "wake"))
+    arrow_in |= end.Number("id") == sent.Number("id") &&
+                end.Number("tid") == lane &&
+                Ns(end.Number("ts")) == Ns(slices[0].Number("ts"));
+  EXPECT_TRUE(arrow_in);
 }
 
 }  // namespace

@@ -40,6 +40,7 @@
 
 #include "coro.h"
 #include "harness.h"
+#include "trace_events.h"
 
 namespace {
 
@@ -2352,6 +2353,304 @@ TEST_F(Stress, TimersRemovedFromTheMiddleLeaveTheRestInOrder) {
     });
     EXPECT_TRUE(arranged) << "in every attempt the wakes came too late";
   }
+}
+
+
+// ===========================================================================
+// The trace of waiting (Chapter 2's trace, with Chapter 3's events)
+// ===========================================================================
+//
+// Each wait is a mark ("sleep", "park", "await") with its coroutine and its
+// deadline on the trace's time axis ("none" without one); a resume that
+// ends in a wait says "parked"; a timer that fires is a "timer" mark; and
+// each time a coroutine is made ready an arrow starts there, to end at the
+// start of its next slice. The events are read back with trace_events.h:
+// Summary() puts them on one line ("wake~1>#2" is arrow 1 starting,
+// making coroutine #2 ready; "f~1" its end), and ArrowProblems() checks
+// that every arrow's two ends agree.
+
+// A test of the trace: the SchedTest scheduler, and a trace file that is
+// stopped when the test ends, however it ends.
+class TraceWaits : public SchedTest {
+ protected:
+  coro_trace_test::TraceFile file_;
+};
+
+using coro_trace_test::ArrowProblems;
+using coro_trace_test::Deadline;
+using coro_trace_test::EventsOf;
+using coro_trace_test::IdNamed;
+using coro_trace_test::Json;
+using coro_trace_test::Ns;
+using coro_trace_test::ResumesOf;
+using coro_trace_test::SliceStartingAt;
+using coro_trace_test::Summary;
+using coro_trace_test::ThisThreadsLane;
+using coro_trace_test::Trace;
+using coro_trace_test::Within;
+
+// Names the running coroutine (its slices carry the name).
+void NameSelf(const char* name) {
+  EXPECT_EQ(coro_set_name(coro_self(), name), 0);
+}
+
+// The resume of coroutine `id` during which instant `e` happened, or
+// nullptr.
+const Json* SliceAround(const Trace& t, const Json& e, double id) {
+  for (const Json& x : t.events)
+    if (x.Text("ph") == "X" && x.Text("cat") == "resume" && x.Arg("id") == id &&
+        Within(e, x))
+      return &x;
+  return nullptr;
+}
+
+// Proves that each kind of wait is recorded as what it is, with its
+// deadline, and that the slice that waits says "parked": a sleep (200 µs:
+// its deadline is 200 µs after its call, which lies between the start of
+// its slice and its mark), a park with an absolute deadline (the very
+// deadline given, less the trace's time 0, which lies between the
+// coro_now() read before and after the start), and an event await
+// ("none"). A fourth coroutine ends the park and the await.
+TEST_F(TraceWaits, EachWaitIsAMarkOfItsKindWithItsDeadline) {
+  uint64_t before = 0, after = 0;
+  ASSERT_EQ(file_.Start(&before, &after), 0);
+  const uint64_t park_deadline = coro_now() + kNever;
+  coro_event event;
+  ASSERT_EQ(coro_event_init(&event, false, false), 0);
+  coro* parker = nullptr;
+  Spawn([] {
+    NameSelf("sleeper");
+    EXPECT_EQ(coro_sleep(200 * kUs), 0);
+  });
+  parker = Spawn([&] {
+    NameSelf("parker");
+    EXPECT_EQ(coro_park_until(park_deadline), 0);
+  });
+  Spawn([&] {
+    NameSelf("awaiter");
+    EXPECT_EQ(coro_event_await(&event), 0);
+  });
+  Go([&] {
+    NameSelf("waker");
+    EXPECT_EQ(coro_wake(parker), 0);
+    EXPECT_EQ(coro_event_set(&event), 0);
+  });
+  ASSERT_EQ(Pump(), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(coro_event_destroy(&event), 0);
+
+  const Trace t = file_.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t),
+            "spawn#1 spawn#2 spawn#3 go#4 "
+            "sleep#1 sleeper#1:parked park#2 parker#2:parked "
+            "await#3 awaiter#3:parked "
+            "wake~1>#2 wake~2>#3 waker#4:finished "
+            "f~1 parker#2:finished f~2 awaiter#3:finished "
+            "timer#1 wake~3>#1 f~3 sleeper#1:finished");
+  EXPECT_EQ(ArrowProblems(t), "");
+
+  const std::vector<Json> waits = EventsOf(t, "i", "wait");
+  ASSERT_EQ(waits.size(), 3u);
+  for (const Json& wait : waits) {
+    SCOPED_TRACE(wait.Text("name"));
+    EXPECT_EQ(wait.Number("tid"), ThisThreadsLane());
+    const Json* slice = SliceAround(t, wait, wait.Arg("coroutine"));
+    ASSERT_NE(slice, nullptr) << "the mark is not within its coroutine's slice";
+    EXPECT_EQ(slice->ArgText("left"), "parked");
+  }
+  const Json& sleep = waits[0];
+  const long long sleep_from = Ns(SliceAround(t, sleep, sleep.Arg("coroutine"))->Number("ts"));
+  EXPECT_GE(Deadline(sleep), sleep_from + static_cast<long long>(200 * kUs));
+  EXPECT_LE(Deadline(sleep), Ns(sleep.Number("ts")) + static_cast<long long>(200 * kUs));
+  EXPECT_GE(Deadline(waits[1]), static_cast<long long>(park_deadline - after));
+  EXPECT_LE(Deadline(waits[1]), static_cast<long long>(park_deadline - before));
+  EXPECT_EQ(waits[2].ArgText("deadline"), "none");
+  EXPECT_EQ(Deadline(waits[2]), -1);
+}
+
+// Proves that a timer firing is recorded for the coroutine whose timer it
+// is, never before its deadline, and makes it ready: an arrow starts
+// after the timer, outside any slice (the pump fires timers between
+// them), and ends at the start of the sleeper's next slice.
+TEST_F(TraceWaits, ASleepersTimerFiresAtItsDeadlineThenAnArrowToItsNextSlice) {
+  ASSERT_EQ(file_.Start(), 0);
+  Go([] {
+    NameSelf("sleeper");
+    EXPECT_EQ(coro_sleep(kMs), 0);
+  });
+  ASSERT_EQ(Pump(), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+
+  const Trace t = file_.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t),
+            "go#1 sleep#1 sleeper#1:parked timer#1 wake~1>#1 f~1 "
+            "sleeper#1:finished");
+  EXPECT_EQ(ArrowProblems(t), "");
+  const std::vector<Json> waits = EventsOf(t, "i", "wait"),
+                          timers = EventsOf(t, "i", "timer", "timer"),
+                          starts = EventsOf(t, "s", "wake", "wake");
+  const std::vector<Json> slices = ResumesOf(t, IdNamed(t, "sleeper"));
+  ASSERT_EQ(waits.size(), 1u);
+  ASSERT_EQ(timers.size(), 1u);
+  ASSERT_EQ(starts.size(), 1u);
+  ASSERT_EQ(slices.size(), 2u);
+  EXPECT_EQ(timers[0].Arg("coroutine"), slices[0].Arg("id"));
+  EXPECT_EQ(timers[0].Number("tid"), ThisThreadsLane());
+  EXPECT_GE(Ns(timers[0].Number("ts")), Deadline(waits[0]))
+      << "the timer fired before its deadline";
+  EXPECT_LE(Ns(timers[0].Number("ts")), Ns(starts[0].Number("ts")));
+  EXPECT_FALSE(Within(starts[0], slices[0]) || Within(starts[0], slices[1]))
+      << "the timer's arrow starts inside a slice";
+  const std::vector<Json> ends = EventsOf(t, "f", "wake", "wake");
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(Ns(ends[0].Number("ts")), Ns(slices[1].Number("ts")));
+}
+
+// Proves that coro_wake() from coroutine A of a parked B is an arrow from
+// A's slice to B's next: its start is on this thread's lane, at a time
+// within A's slice, for B; its end has the same id, on the same lane, at
+// the very start of B's next slice (which comes after A's), and at no
+// later slice of B (B yields once more after its park).
+TEST_F(TraceWaits, AWakeIsAnArrowFromTheWakersSliceToTheWokensNextSlice) {
+  ASSERT_EQ(file_.Start(), 0);
+  coro* b = Spawn([] {
+    NameSelf("B");
+    EXPECT_EQ(coro_park(), 0);
+    EXPECT_EQ(coro_yield(), 0);
+  });
+  Go([b] {
+    NameSelf("A");
+    EXPECT_EQ(coro_wake(b), 0);
+    EXPECT_EQ(coro_yield(), 0);
+  });
+  ASSERT_EQ(Pump(), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+
+  const Trace t = file_.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t),
+            "spawn#1 go#2 park#1 B#1:parked wake~1>#1 A#2:yielded "
+            "f~1 B#1:yielded A#2:finished B#1:finished");
+  EXPECT_EQ(ArrowProblems(t), "");
+  const std::vector<Json> a = ResumesOf(t, IdNamed(t, "A")),
+                          bs = ResumesOf(t, IdNamed(t, "B")),
+                          starts = EventsOf(t, "s", "wake", "wake"),
+                          ends = EventsOf(t, "f", "wake", "wake");
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(bs.size(), 3u);
+  ASSERT_EQ(starts.size(), 1u);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(starts[0].Number("tid"), ThisThreadsLane());
+  EXPECT_TRUE(Within(starts[0], a[0])) << "the arrow does not start in A's slice";
+  EXPECT_EQ(starts[0].Arg("coroutine"), bs[0].Arg("id"));
+  EXPECT_EQ(ends[0].Number("id"), starts[0].Number("id"));
+  EXPECT_EQ(ends[0].Number("tid"), ThisThreadsLane());
+  EXPECT_EQ(Ns(ends[0].Number("ts")), Ns(bs[1].Number("ts")))
+      << "the arrow does not end where B's next slice starts";
+  EXPECT_GE(Ns(bs[1].Number("ts")),
+            Ns(a[0].Number("ts")) + Ns(a[0].Number("dur")));
+}
+
+// Proves that a park that times out shows its timer, then the arrow from
+// it to the parker's next slice (in that order in time), and that the
+// timer fired no earlier than the deadline the park mark gave.
+TEST_F(TraceWaits, AParkThatTimesOutShowsItsTimerThenTheArrow) {
+  ASSERT_EQ(file_.Start(), 0);
+  Go([] { EXPECT_EQ(coro_park_for(kMs), ETIMEDOUT); });
+  ASSERT_EQ(Pump(), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+
+  const Trace t = file_.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t),
+            "go#1 park#1 coro#1:parked timer#1 wake~1>#1 f~1 coro#1:finished");
+  EXPECT_EQ(ArrowProblems(t), "");
+  const std::vector<Json> waits = EventsOf(t, "i", "wait", "park"),
+                          timers = EventsOf(t, "i", "timer", "timer"),
+                          starts = EventsOf(t, "s", "wake", "wake"),
+                          ends = EventsOf(t, "f", "wake", "wake");
+  ASSERT_EQ(waits.size(), 1u);
+  ASSERT_EQ(timers.size(), 1u);
+  ASSERT_EQ(starts.size(), 1u);
+  ASSERT_EQ(ends.size(), 1u);
+  const long long deadline = Deadline(waits[0]);
+  EXPECT_GE(deadline, Ns(waits[0].Number("ts")));
+  EXPECT_LE(deadline, Ns(waits[0].Number("ts")) + static_cast<long long>(kMs));
+  EXPECT_GE(Ns(timers[0].Number("ts")), deadline) << "the timer fired early";
+  EXPECT_LE(Ns(timers[0].Number("ts")), Ns(starts[0].Number("ts")));
+  EXPECT_LE(Ns(starts[0].Number("ts")), Ns(ends[0].Number("ts")));
+  EXPECT_NE(SliceStartingAt(t, ThisThreadsLane(), Ns(ends[0].Number("ts"))),
+            nullptr);
+}
+
+// Proves that a set of a manual-reset event draws one arrow from the
+// setter's slice to each waiter, in the order they waited, and that a
+// timed await carries its deadline (a plain one "none").
+TEST_F(TraceWaits, AnEventSetIsAnArrowToEachWaiter) {
+  ASSERT_EQ(file_.Start(), 0);
+  coro_event event;
+  ASSERT_EQ(coro_event_init(&event, true, false), 0);
+  Go([&] {
+    NameSelf("first");
+    EXPECT_EQ(coro_event_await(&event), 0);
+  });
+  Go([&] {
+    NameSelf("second");
+    EXPECT_EQ(coro_event_await_for(&event, kNever), 0);
+  });
+  Go([&] {
+    NameSelf("setter");
+    EXPECT_EQ(coro_event_set(&event), 0);
+  });
+  ASSERT_EQ(Pump(), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+  EXPECT_EQ(coro_event_destroy(&event), 0);
+
+  const Trace t = file_.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t),
+            "go#1 go#2 go#3 await#1 first#1:parked await#2 second#2:parked "
+            "wake~1>#1 wake~2>#2 setter#3:finished "
+            "f~1 first#1:finished f~2 second#2:finished");
+  EXPECT_EQ(ArrowProblems(t), "");
+  const std::vector<Json> setter = ResumesOf(t, IdNamed(t, "setter"));
+  ASSERT_EQ(setter.size(), 1u);
+  for (const Json& start : EventsOf(t, "s", "wake", "wake"))
+    EXPECT_TRUE(Within(start, setter[0])) << "an arrow starts outside the set";
+  const std::vector<Json> waits = EventsOf(t, "i", "wait", "await");
+  ASSERT_EQ(waits.size(), 2u);
+  EXPECT_EQ(Deadline(waits[0]), -1);
+  EXPECT_GE(Deadline(waits[1]), Ns(waits[1].Number("ts")));
+  EXPECT_LE(Deadline(waits[1]),
+            Ns(waits[1].Number("ts")) + static_cast<long long>(kNever));
+  EXPECT_GE(Deadline(waits[1]),
+            Ns(ResumesOf(t, IdNamed(t, "second"))[0].Number("ts")) +
+                static_cast<long long>(kNever));
+}
+
+// Proves that an arrow means "made ready", not "coro_wake() was called":
+// a wake of a coroutine that is not parked (it leaves a permit; its next
+// park returns at once, with no mark) and a wake of a sleeper (which it
+// does not end) draw nothing.
+TEST_F(TraceWaits, AWakeThatMakesNothingReadyDrawsNoArrow) {
+  ASSERT_EQ(file_.Start(), 0);
+  coro* sleeper = Spawn([] { EXPECT_EQ(coro_sleep(kMs), 0); });
+  Go([] {
+    EXPECT_EQ(coro_wake(coro_self()), 0);  // a permit for the next park
+    EXPECT_EQ(coro_park(), 0);             // takes it: no wait
+  });
+  Go([sleeper] { EXPECT_EQ(coro_wake(sleeper), 0); });
+  ASSERT_EQ(Pump(), 0);
+  ASSERT_EQ(coro_trace_stop(), 0);
+
+  const Trace t = file_.Read();
+  ASSERT_EQ(t.problem, "");
+  EXPECT_EQ(Summary(t),
+            "spawn#1 go#2 go#3 sleep#1 coro#1:parked coro#2:finished "
+            "coro#3:finished timer#1 wake~1>#1 f~1 coro#1:finished");
+  EXPECT_EQ(ArrowProblems(t), "");
 }
 
 }  // namespace
