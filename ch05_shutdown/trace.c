@@ -447,6 +447,18 @@ static void *writer_main(void *unused)
 
 /* ── Recording: the pumps' side ───────────────────────────────────────── */
 
+/* Put `b` at the end of the writer's queue. Called with the lock. */
+static void queue_append(struct trace_buffer *b)
+{
+    b->next = NULL;
+    if (trace.queue_tail != NULL)
+        trace.queue_tail->next = b;
+    else
+        trace.queue_head = b;
+    trace.queue_tail = b;
+    trace.queued++;
+}
+
 /* Give a full (or last) buffer to the writer, or drop it if the queue is
  * full or its trace is over. Takes the trace's lock: never call with a
  * scheduler's lock held. */
@@ -455,13 +467,7 @@ static void hand_over(struct trace_buffer *b)
     pthread_mutex_lock(&trace.lock);
     if (b->session == trace.session && trace.recording && !trace.stopping &&
         trace.queued < QUEUED_MAX) {
-        b->next = NULL;
-        if (trace.queue_tail != NULL)
-            trace.queue_tail->next = b;
-        else
-            trace.queue_head = b;
-        trace.queue_tail = b;
-        trace.queued++;
+        queue_append(b);
         pthread_cond_signal(&trace.work);
         b = NULL;
     } else if (b->session == trace.session) {
@@ -813,7 +819,6 @@ int coro_trace_start(const char *path)
 
 int coro_trace_stop(void)
 {
-    struct trace_buffer *last = NULL;
     int err;
 
     pthread_mutex_lock(&trace.lock);
@@ -832,25 +837,12 @@ int coro_trace_stop(void)
         b = s->trace.buffer;
         s->trace.buffer = NULL;
         pthread_mutex_unlock(&s->trace.lock);
-        if (b != NULL && b->session == trace.session) {
-            b->next = last; /* any order: events carry their times */
-            last = b;
-        } else {
-            free(b);
-        }
-    }
-    /* The last buffers go in whatever the queue holds: the writer is
-     * about to finish, and a stop loses nothing it collected. */
-    while (last != NULL) {
-        struct trace_buffer *next = last->next;
-
-        last->next = NULL;
-        if (trace.queue_tail != NULL)
-            trace.queue_tail->next = last;
+        /* Queued whatever the queue holds, past QUEUED_MAX: the writer
+         * is about to finish, and a stop loses nothing it collected. */
+        if (b != NULL && b->session == trace.session)
+            queue_append(b);
         else
-            trace.queue_head = last;
-        trace.queue_tail = last;
-        last = next;
+            free(b);
     }
     trace.stopping = true;
     pthread_cond_signal(&trace.work);
