@@ -5,7 +5,8 @@
 # coroutine), beside pthread_create + pthread_join (ns per thread) and
 # their Boost.Fiber counterparts (this_fiber::yield of one fiber; a fiber
 # created and joined), with the bare switch, the manual coro_resume
-# ping-pong and the same yield on the ch05 library for reference, all
+# ping-pong and the same yield on the ch05 library for reference, and with
+# a trace recording (what a trace costs while off is //bench:trace), all
 # interleaved round by round in one run, each binary as three processes
 # (three address-space layouts: interleave.py says why). Extra arguments go to
 # bench/interleave.py, e.g. `./tools/bazelw run -c opt //bench:sched -- --rounds 15`.
@@ -32,9 +33,7 @@ exec python3 bench/interleave.py \
   --label "yield1_ch05=scheduled yield, 1 coroutine, ch05 library" \
   --label "yield1_timer_ch03=scheduled yield, 1 coroutine, a timer set, ch03" \
   --label "yield1_timer_ch05=scheduled yield, 1 coroutine, a timer set, ch05" \
-  --label "yield1_untraced=scheduled yield, 1 coroutine, built without the trace" \
   --label "yield1_tracing=scheduled yield, 1 coroutine, a trace recording" \
-  --label "yield1_untraced_ch05=scheduled yield, 1 coroutine, ch05 built without the trace" \
   --label "fiber_yield=Boost.Fiber this_fiber::yield, 1 fiber (baseline)" \
   --label "go1=go + run, 1 per run, guarded stacks" \
   --label "go1_dense=go + run, 1 per run, dense stacks" \
@@ -51,8 +50,6 @@ exec python3 bench/interleave.py \
   --ratio "yield1_ch05/yield1<=1.1" \
   --ratio yield1_timer_ch03/yield1_ch03 \
   --ratio yield1_timer_ch05/yield1_ch05 \
-  --ratio "yield1/yield1_untraced<=1.02" \
-  --ratio "yield1_ch05/yield1_untraced_ch05<=1.02" \
   --ratio yield1_tracing/yield1 \
   --ratio "yield1/fiber_yield<=0.25" \
   --ratio go1/pthread \
@@ -71,9 +68,7 @@ exec python3 bench/interleave.py \
   yield1_ch05=bench/sched_yield1_ch05 \
   yield1_timer_ch03=bench/sched_yield1_timer_ch03 \
   yield1_timer_ch05=bench/sched_yield1_timer_ch05 \
-  yield1_untraced=bench/sched_yield1_untraced \
   yield1_tracing=bench/sched_yield1_tracing \
-  yield1_untraced_ch05=bench/sched_yield1_untraced_ch05 \
   fiber_yield=bench/fiber_yield \
   go1=bench/sched_go1 \
   go1_dense=bench/sched_go1_dense \

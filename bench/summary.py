@@ -210,16 +210,7 @@ def sched_rows(d):
     rows.append(ratio_row("scheduled yield, ch05 vs ch02", yield_ch05,
                           yield1, 1.1, "ch02 scheduled yield",
                           ratio(res, "yield1_ch05", "yield1")))
-    # The trace (issue 34): compiled in and off against a build without
-    # it, paired round by round, on ch02's pump and on ch05's.
-    rows.append(ratio_row("scheduled yield, trace off vs none (ch02)", yield1,
-                          median(res, "yield1_untraced"), 1.02,
-                          "built without the trace",
-                          ratio(res, "yield1", "yield1_untraced")))
-    rows.append(ratio_row("scheduled yield, trace off vs none (ch05)",
-                          yield_ch05, median(res, "yield1_untraced_ch05"),
-                          1.02, "built without the trace",
-                          ratio(res, "yield1_ch05", "yield1_untraced_ch05")))
+    rows += trace_rows(d)
     # Information only: what recording costs the pump, per event (one
     # event per resume, and a yield is 2 switches: the figures are per
     # switch, so an event costs twice the difference).
@@ -247,6 +238,23 @@ def sched_rows(d):
     rows.append(ratio_row("go + run + finish vs Boost.Fiber create + join",
                           go1, fiber_create, 0.25, "fiber(fn) + join",
                           ratio(res, "go1", "fiber_create")))
+    return rows
+
+
+def trace_rows(d):
+    """The trace (issue 34), compiled in and off against a build without
+    it, paired round by round, on ch02's pump and on ch05's
+    (//bench:trace, bench/trace.sh)."""
+    res = results(d, "trace")
+    rows = []
+    for chapter, ours, base in (("ch02", "yield1", "yield1_untraced"),
+                                ("ch05", "yield1_ch05",
+                                 "yield1_untraced_ch05")):
+        rows.append(ratio_row(f"scheduled yield, trace off vs none "
+                              f"({chapter})", median(res, ours),
+                              median(res, base), 1.02,
+                              "built without the trace",
+                              ratio(res, ours, base)))
     return rows
 
 
