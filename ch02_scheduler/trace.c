@@ -9,7 +9,7 @@
  *                              writer thread: formats each record as one
  *                              line of JSON, writes it to the file
  *
- * A pump never formats or writes: it copies a record of 64 bytes into its
+ * A pump never formats or writes: it copies a record of 56 bytes into its
  * scheduler's buffer, under that scheduler's lock, and every thousand
  * records hands a full buffer to the writer. The file's I/O happens on
  * the writer's thread. If the writer falls behind, a full buffer that
@@ -40,13 +40,13 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Records per buffer: 64 KiB a buffer. */
+/* Records per buffer: 56 KiB a buffer. */
 enum { RECORDS_PER_BUFFER = 1024 };
-/* Full buffers waiting for the writer, at most: 64 MiB, a million events.
+/* Full buffers waiting for the writer, at most: 56 MiB, a million events.
  * The writer formats an event in 100 to 300 ns, a pump records one in
- * tens: a burst of a million resumes (Chapter 5's graceful_shutdown)
- * fits, a program that resumes that fast for long has its events dropped
- * (and counted) rather than its memory grow without end. */
+ * tens: a burst of a million resumes fits, and a program that resumes
+ * that fast for long has its events dropped (and counted) rather than its
+ * memory grow without end. */
 enum { QUEUED_MAX = 1024 };
 
 typedef enum {
@@ -57,7 +57,7 @@ typedef enum {
     REC_POST_RAN  /* post number `id` ran: time, duration */
 } record_kind;
 
-/* One event, as the pump copies it: a cache line. */
+/* One event, as the pump copies it: 56 bytes. */
 struct trace_record {
     uint64_t time;     /* coro__trace_clock() */
     uint64_t duration; /* a slice's; 0 for an instant */

@@ -44,9 +44,9 @@
 enum { RECORDS_PER_BUFFER = 1024 };
 /* Full buffers waiting for the writer, at most: 64 MiB, a million events.
  * The writer formats an event in 100 to 300 ns, a pump records one in
- * tens: a burst of a million resumes (Chapter 5's graceful_shutdown)
- * fits, a program that resumes that fast for long has its events dropped
- * (and counted) rather than its memory grow without end. */
+ * tens: a burst of a million resumes fits, and a program that resumes
+ * that fast for long has its events dropped (and counted) rather than its
+ * memory grow without end. */
 enum { QUEUED_MAX = 1024 };
 
 typedef enum {
@@ -64,7 +64,7 @@ typedef enum {
     REC_NOTE      /* a step of stopping: `left` is which, `arg` a number */
 } record_kind;
 
-/* One event, as the pump copies it: a cache line. */
+/* One event, as the pump copies it: 64 bytes. */
 struct trace_record {
     uint64_t time;     /* coro__trace_clock() */
     uint64_t duration; /* a slice's; 0 for an instant */

@@ -7,7 +7,9 @@ testdata/timeline/two_threads.json), draws it, parses the SVG as XML and
 checks what a reader must see: the lanes and their names, a bar per resume
 in its coroutine's colour, the wake arrow from the waker's lane to the
 wakee's, the timer mark, the axis; a long trace windowed with a note; a
-broken trace refused with exit status 2.
+trace whose first event is late drawn on the file's own clock (the axis,
+the details and --window, --focus use its ts); a broken trace refused
+with exit status 2.
 """
 
 import json
@@ -94,7 +96,7 @@ def two_threads():
     check(len(by_class(root, "line", "mark")) == 1, "the go is a tick")
     ticks = [e.text for e in by_class(root, "text", "tick")]
     check(ticks[:3] == ["0", "20", "40"] and ticks[-1] == "120",
-          "the axis counts µs from the first event: %s" % ticks)
+          "the axis counts µs on the trace's clock: %s" % ticks)
     check("time (µs)" in texts(root), "the axis says its unit")
     check(any("wake (arrow" in t for t in texts(root)) and
           any("timer fired" in t for t in texts(root)),
@@ -133,6 +135,47 @@ def long_trace():
           "a grey bar says how many resumes it holds")
 
 
+def late_start():
+    """A trace whose first event comes 30 ms after its start (ts 30,000):
+    the picture starts at that event, but every number in it is the
+    file's ts, so a reader can look an event up in the file, and give
+    --window in the same numbers."""
+    events = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1,
+               "args": {"name": "scheduler 1"}}]
+    for i in range(8):
+        events.append({"ph": "X", "name": "coro %d" % (i % 2 + 1), "pid": 1,
+                       "tid": 1, "ts": 30000.125 + i * 0.5, "dur": 0.4,
+                       "args": {"id": i % 2 + 1}})
+    events.append({"ph": "i", "s": "t", "cat": "timer", "name": "timer",
+                   "pid": 1, "tid": 1, "ts": 30002.0})
+    path = os.path.join(WORK, "late.json")
+    with open(path, "w") as f:
+        json.dump({"traceEvents": events}, f)
+    result, root = draw(path)
+    check(result.returncode == 0, "a trace that starts late is drawn")
+    if root is None:
+        return
+    ticks = [e.text for e in by_class(root, "text", "tick")]
+    check(ticks and ticks[0].startswith("30,000.") and
+          len(set(ticks)) == len(ticks),
+          "its ticks are the file's ts, with the decimals they need: %s"
+          % ticks)
+    titles = [b.find(SVG + "title").text
+              for b in by_class(root, "rect", "resume")]
+    check(any("at 30,000.125 µs" in t for t in titles),
+          "a bar's details give its ts as the file has it: %s" % titles[:1])
+    result, root = draw(path, "--window", "30001:30002.5")
+    bars = by_class(root, "rect", "resume") if root is not None else []
+    check(result.returncode == 0 and 2 <= len(bars) <= 4,
+          "--window takes the file's ts: %d bars in 30,001 to 30,002.5"
+          % len(bars))
+    result, root = draw(path, "--focus", "timer", "--span", "1")
+    ticks = [e.text for e in by_class(root, "text", "tick")] if root else []
+    check(result.returncode == 0 and
+          any(t.startswith("30,002") for t in ticks),
+          "--focus draws around the event, on the same clock: %s" % ticks)
+
+
 def bad_input():
     path = os.path.join(WORK, "broken.json")
     with open(path, "w") as f:
@@ -154,6 +197,7 @@ def bad_input():
 
 two_threads()
 long_trace()
+late_start()
 bad_input()
 print()
 if failures:

@@ -74,7 +74,7 @@ static void *count_primes(void *arg)
     struct slice *sl = arg;
     char name[CORO_NAME_MAX + 1];
 
-    /* What a trace (CORO_TRACE=pool.json) calls it: slice 0, slice 1... */
+    /* Its name in a trace (CORO_TRACE=$PWD/pool.json): slice 0, 1... */
     snprintf(name, sizeof name, "slice %ld", sl->from / (LIMIT / SLICES));
     coro_set_name(coro_self(), name);
     sl->worker = this_worker();
