@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # //bench:trace — what the trace costs (issue 34; Chapter 2's lesson, "Seeing
 # it run: a trace"). The scheduled yield of //bench:sched (one coroutine,
-# coro_sched_run, ns per switch), built three ways:
+# coro_sched_run, ns per switch), built two ways:
 #
 #   yield1_untraced       the library built with CORO_NO_TRACE: no trace at all
 #   yield1                the library as it ships: the trace compiled in, off
